@@ -1,0 +1,140 @@
+//! The gateway's error type and its one mapping to HTTP (SPEC.md, Errors).
+//!
+//! Handlers return a [`GatewayError`]; only [`GatewayError::status`] and
+//! [`GatewayError::to_json`] decide what the client sees.
+
+use std::fmt;
+
+/// What went wrong, as the client is told. One variant per `error.type` of SPEC.md, plus
+/// `NotFound` for paths the gateway does not serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorKind {
+    InvalidRequest,
+    Authentication,
+    InsufficientCredits,
+    ModelNotFound,
+    /// `retry_after` is whole seconds until a request would be admitted (at least 1).
+    RateLimited { retry_after: u64 },
+    Internal,
+    Upstream,
+    ServiceUnavailable,
+    NotFound,
+    MethodNotAllowed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl GatewayError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        GatewayError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidRequest, message)
+    }
+
+    pub fn upstream(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Upstream, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, message)
+    }
+
+    /// The one exhaustive mapping from error kind to HTTP status and `error.type`.
+    pub fn status_and_type(&self) -> (u16, &'static str) {
+        match self.kind {
+            ErrorKind::InvalidRequest => (400, "invalid_request"),
+            ErrorKind::Authentication => (401, "authentication_error"),
+            ErrorKind::InsufficientCredits => (402, "insufficient_credits"),
+            ErrorKind::ModelNotFound => (404, "model_not_found"),
+            ErrorKind::NotFound => (404, "not_found"),
+            ErrorKind::MethodNotAllowed => (405, "invalid_request"),
+            ErrorKind::RateLimited { .. } => (429, "rate_limit_exceeded"),
+            ErrorKind::Internal => (500, "internal_error"),
+            ErrorKind::Upstream => (502, "upstream_error"),
+            ErrorKind::ServiceUnavailable => (503, "service_unavailable"),
+        }
+    }
+
+    pub fn status(&self) -> u16 {
+        self.status_and_type().0
+    }
+
+    pub fn retry_after(&self) -> Option<u64> {
+        match self.kind {
+            ErrorKind::RateLimited { retry_after } => Some(retry_after.max(1)),
+            _ => None,
+        }
+    }
+
+    /// The `{"error":{…}}` object of SPEC.md as a JSON value.
+    pub fn to_value(&self) -> serde_json::Value {
+        let (code, ty) = self.status_and_type();
+        let mut inner = serde_json::json!({
+            "type": ty,
+            "message": self.message,
+            "code": code,
+        });
+        if let Some(r) = self.retry_after() {
+            inner["retry_after"] = r.into();
+        }
+        serde_json::json!({ "error": inner })
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        // Serializing a Value built from strings and integers cannot fail.
+        serde_json::to_vec(&self.to_value()).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for GatewayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (code, ty) = self.status_and_type();
+        write!(f, "{code} {ty}: {}", self.message)
+    }
+}
+
+impl std::error::Error for GatewayError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_maps_to_spec_status_and_type() {
+        let cases = [
+            (ErrorKind::InvalidRequest, 400, "invalid_request"),
+            (ErrorKind::Authentication, 401, "authentication_error"),
+            (ErrorKind::InsufficientCredits, 402, "insufficient_credits"),
+            (ErrorKind::ModelNotFound, 404, "model_not_found"),
+            (ErrorKind::RateLimited { retry_after: 3 }, 429, "rate_limit_exceeded"),
+            (ErrorKind::Internal, 500, "internal_error"),
+            (ErrorKind::Upstream, 502, "upstream_error"),
+            (ErrorKind::ServiceUnavailable, 503, "service_unavailable"),
+        ];
+        for (kind, status, ty) in cases {
+            let e = GatewayError::new(kind, "m");
+            let v = e.to_value();
+            assert_eq!(e.status(), status);
+            assert_eq!(v["error"]["type"], ty);
+            assert_eq!(v["error"]["code"], status);
+            assert_eq!(v["error"]["message"], "m");
+        }
+    }
+
+    #[test]
+    fn retry_after_only_on_rate_limit_and_at_least_one() {
+        let e = GatewayError::new(ErrorKind::RateLimited { retry_after: 0 }, "slow down");
+        assert_eq!(e.to_value()["error"]["retry_after"], 1);
+        let e = GatewayError::invalid("x");
+        assert!(e.to_value()["error"].get("retry_after").is_none());
+    }
+}

@@ -1,0 +1,325 @@
+//! Rewriting an upstream's SSE chat stream for the client, one event at a time.
+//!
+//! Each chunk gets the model name the client is told (the pinned id actually used), the usage
+//! chunk the gateway asked for is kept only when the client asked for it too, a chunk that
+//! carries both content and `finish_reason` is split so that the last content chunk has an
+//! empty delta (SPEC.md), and the text delivered so far is kept for the tokenizer fallback.
+
+use serde_json::{Map, Value};
+
+use crate::Usage;
+
+/// What one upstream event means for the client.
+#[derive(Debug, PartialEq)]
+pub enum StreamStep {
+    /// Bytes to send to the client (zero or more complete SSE events).
+    Emit(Vec<u8>),
+    /// The upstream sent `[DONE]`.
+    Done,
+    /// The upstream reported an error inside the stream; the value is its error object.
+    UpstreamError(Value),
+}
+
+#[derive(Debug)]
+pub struct StreamRewriter {
+    model: String,
+    client_wants_usage: bool,
+    usage: Option<Usage>,
+    /// Content and tool-call text delivered, for counting when no usage arrives.
+    delivered_text: String,
+    finished: bool,
+    last_id: Option<Value>,
+    last_created: Option<Value>,
+    pub chunks_emitted: u64,
+}
+
+pub fn sse_event(json: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(b"data: ");
+    // Writing a Value into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, json);
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
+pub const DONE_EVENT: &[u8] = b"data: [DONE]\n\n";
+
+impl StreamRewriter {
+    pub fn new(model: &str, client_wants_usage: bool) -> Self {
+        StreamRewriter {
+            model: model.to_owned(),
+            client_wants_usage,
+            usage: None,
+            delivered_text: String::new(),
+            finished: false,
+            last_id: None,
+            last_created: None,
+            chunks_emitted: 0,
+        }
+    }
+
+    pub fn upstream_usage(&self) -> Option<Usage> {
+        self.usage
+    }
+
+    pub fn delivered_text(&self) -> &str {
+        &self.delivered_text
+    }
+
+    /// A chunk with `finish_reason` has been seen.
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    pub fn on_event(&mut self, data: &str) -> StreamStep {
+        let data = data.trim();
+        if data == "[DONE]" {
+            return StreamStep::Done;
+        }
+        let Ok(Value::Object(mut chunk)) = serde_json::from_str::<Value>(data) else {
+            return StreamStep::UpstreamError(serde_json::json!({
+                "message": "upstream sent a stream event that is not a JSON object"
+            }));
+        };
+        if let Some(err) = chunk.get("error") {
+            if !err.is_null() {
+                return StreamStep::UpstreamError(err.clone());
+            }
+        }
+        if let Some(u) = chunk.get("usage").and_then(Usage::from_json) {
+            self.usage = Some(u);
+        }
+        let no_choices = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .is_none_or(|c| c.is_empty());
+        if !self.client_wants_usage {
+            if no_choices && chunk.contains_key("usage") {
+                return StreamStep::Emit(Vec::new());
+            }
+            chunk.remove("usage");
+        }
+        chunk.insert("model".into(), Value::String(self.model.clone()));
+        chunk.insert("object".into(), Value::String("chat.completion.chunk".into()));
+        if let Some(id) = chunk.get("id") {
+            self.last_id = Some(id.clone());
+        }
+        if let Some(c) = chunk.get("created") {
+            self.last_created = Some(c.clone());
+        }
+
+        let mut out = Vec::new();
+        let mut split_finish: Option<Value> = None;
+        if let Some(Value::Array(choices)) = chunk.get_mut("choices") {
+            for choice in choices.iter_mut() {
+                let Some(choice) = choice.as_object_mut() else { continue };
+                if let Some(delta) = choice.get("delta").and_then(Value::as_object) {
+                    self.collect_text(delta);
+                }
+                let finish = choice.get("finish_reason").cloned().unwrap_or(Value::Null);
+                if !finish.is_null() {
+                    self.finished = true;
+                    let has_content = choice
+                        .get("delta")
+                        .and_then(Value::as_object)
+                        .is_some_and(|d| d.values().any(|v| !v.is_null()));
+                    if has_content {
+                        // Keep the content in this chunk; the finish goes in one of its own.
+                        choice.insert("finish_reason".into(), Value::Null);
+                        let idx = choice.get("index").cloned().unwrap_or(0.into());
+                        split_finish = Some(serde_json::json!({
+                            "index": idx, "delta": {}, "finish_reason": finish
+                        }));
+                    }
+                } else if !choice.contains_key("finish_reason") {
+                    choice.insert("finish_reason".into(), Value::Null);
+                }
+            }
+        }
+        match split_finish {
+            Some(fin) => {
+                let mut tail = Map::new();
+                for k in ["id", "object", "created", "model", "system_fingerprint"] {
+                    if let Some(v) = chunk.get(k) {
+                        tail.insert(k.into(), v.clone());
+                    }
+                }
+                tail.insert("choices".into(), Value::Array(vec![fin]));
+                let usage = chunk.remove("usage");
+                out.extend(sse_event(&Value::Object(chunk)));
+                if let Some(u) = usage {
+                    tail.insert("usage".into(), u);
+                }
+                out.extend(sse_event(&Value::Object(tail)));
+                self.chunks_emitted += 2;
+            }
+            None => {
+                out.extend(sse_event(&Value::Object(chunk)));
+                self.chunks_emitted += 1;
+            }
+        }
+        StreamStep::Emit(out)
+    }
+
+    fn collect_text(&mut self, delta: &Map<String, Value>) {
+        if let Some(Value::String(s)) = delta.get("content") {
+            self.delivered_text.push_str(s);
+        }
+        if let Some(Value::Array(calls)) = delta.get("tool_calls") {
+            for c in calls {
+                if let Some(f) = c.get("function") {
+                    for k in ["name", "arguments"] {
+                        if let Some(s) = f.get(k).and_then(Value::as_str) {
+                            self.delivered_text.push_str(s);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A usage chunk for a client that asked for one when the upstream sent none.
+    pub fn synthetic_usage_chunk(&self, usage: Usage) -> Vec<u8> {
+        sse_event(&serde_json::json!({
+            "id": self.last_id.clone().unwrap_or(Value::String("chatcmpl-tollgate".into())),
+            "object": "chat.completion.chunk",
+            "created": self.last_created.clone().unwrap_or(0.into()),
+            "model": self.model,
+            "choices": [],
+            "usage": usage.to_json(),
+        }))
+    }
+
+    /// The final chunk when the upstream ended with `[DONE]` but never sent a `finish_reason`.
+    pub fn synthetic_finish_chunk(&self) -> Vec<u8> {
+        sse_event(&serde_json::json!({
+            "id": self.last_id.clone().unwrap_or(Value::String("chatcmpl-tollgate".into())),
+            "object": "chat.completion.chunk",
+            "created": self.last_created.clone().unwrap_or(0.into()),
+            "model": self.model,
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        }))
+    }
+
+    pub fn client_wants_usage(&self) -> bool {
+        self.client_wants_usage
+    }
+}
+
+/// Rewrites a non-streaming completion for the client: the model used, and a usage object
+/// counted by the tokenizer when the upstream omitted it. Returns the body and its usage.
+pub fn rewrite_completion(
+    raw: &[u8],
+    model: &str,
+    prompt_tokens: impl FnOnce() -> u64,
+) -> Result<(Vec<u8>, Usage, bool), String> {
+    let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(raw) else {
+        return Err("upstream reply is not a JSON object".into());
+    };
+    let Some(Value::Array(choices)) = body.get("choices") else {
+        return Err("upstream reply has no choices array".into());
+    };
+    let mut counted = false;
+    let usage = match body.get("usage").and_then(Usage::from_json) {
+        Some(u) => u,
+        None => {
+            counted = true;
+            let mut text = String::new();
+            for c in choices {
+                if let Some(m) = c.get("message") {
+                    if let Some(s) = m.get("content").and_then(Value::as_str) {
+                        text.push_str(s);
+                    }
+                    if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
+                        for call in calls {
+                            if let Some(f) = call.get("function") {
+                                for k in ["name", "arguments"] {
+                                    if let Some(s) = f.get(k).and_then(Value::as_str) {
+                                        text.push_str(s);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            let u = Usage {
+                prompt_tokens: prompt_tokens(),
+                completion_tokens: crate::tokens::count_text(&text),
+            };
+            body.insert("usage".into(), u.to_json());
+            u
+        }
+    };
+    body.insert("model".into(), Value::String(model.into()));
+    body.insert("object".into(), Value::String("chat.completion".into()));
+    let out = serde_json::to_vec(&Value::Object(body)).map_err(|e| e.to_string())?;
+    Ok((out, usage, counted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn emitted(step: StreamStep) -> Vec<Value> {
+        let StreamStep::Emit(bytes) = step else { panic!("expected emit, got {step:?}") };
+        String::from_utf8(bytes)
+            .unwrap()
+            .split("\n\n")
+            .filter(|s| !s.is_empty())
+            .map(|s| serde_json::from_str(s.strip_prefix("data: ").unwrap()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn rewrites_model_and_strips_usage_chunk() {
+        let mut r = StreamRewriter::new("pinned-1", false);
+        let c = emitted(r.on_event(r#"{"id":"x","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}"#));
+        assert_eq!(c[0]["model"], "pinned-1");
+        let c = emitted(r.on_event(r#"{"id":"x","created":1,"model":"up","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#));
+        assert!(c.is_empty());
+        assert_eq!(r.upstream_usage(), Some(Usage { prompt_tokens: 3, completion_tokens: 1 }));
+        assert_eq!(r.on_event("[DONE]"), StreamStep::Done);
+        assert_eq!(r.delivered_text(), "hi");
+    }
+
+    #[test]
+    fn keeps_usage_chunk_when_asked() {
+        let mut r = StreamRewriter::new("m", true);
+        let c = emitted(r.on_event(r#"{"id":"x","created":1,"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#));
+        assert_eq!(c[0]["usage"]["total_tokens"], 4);
+    }
+
+    #[test]
+    fn splits_content_from_finish() {
+        let mut r = StreamRewriter::new("m", false);
+        let c = emitted(r.on_event(r#"{"id":"x","created":1,"choices":[{"index":0,"delta":{"content":"end"},"finish_reason":"stop"}]}"#));
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0]["choices"][0]["delta"]["content"], "end");
+        assert!(c[0]["choices"][0]["finish_reason"].is_null());
+        assert_eq!(c[1]["choices"][0]["delta"], json!({}));
+        assert_eq!(c[1]["choices"][0]["finish_reason"], "stop");
+        assert!(r.finished());
+    }
+
+    #[test]
+    fn error_events_and_garbage() {
+        let mut r = StreamRewriter::new("m", false);
+        assert!(matches!(r.on_event(r#"{"error":{"message":"overloaded"}}"#), StreamStep::UpstreamError(_)));
+        assert!(matches!(r.on_event("not json"), StreamStep::UpstreamError(_)));
+    }
+
+    #[test]
+    fn completion_rewrite_fills_usage() {
+        let raw = br#"{"id":"c","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"hello world"},"finish_reason":"stop"}]}"#;
+        let (out, usage, counted) = rewrite_completion(raw, "pinned", || 8).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert!(counted);
+        assert_eq!(usage, Usage { prompt_tokens: 8, completion_tokens: 2 });
+        assert_eq!(v["usage"]["total_tokens"], 10);
+        assert_eq!(v["model"], "pinned");
+        assert!(rewrite_completion(b"<html>", "m", || 0).is_err());
+        assert!(rewrite_completion(b"{\"x\":1}", "m", || 0).is_err());
+    }
+}
