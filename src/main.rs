@@ -1,1 +1,81 @@
-fn main() {}
+//! `tollgate serve --config FILE` and `tollgate check-config --config FILE`.
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: tollgate <serve|check-config> [--config FILE]   (default conf/tollgate.toml)";
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let Some(cmd) = args.next() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let mut path = PathBuf::from("conf/tollgate.toml");
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--config" | "-c" => match args.next() {
+                Some(p) => path = PathBuf::from(p),
+                None => {
+                    eprintln!("--config needs a file\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            other => {
+                eprintln!("unknown argument `{other}`\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    match cmd.as_str() {
+        "check-config" => match tollgate::config::load_file(&path) {
+            Ok(_) => {
+                println!("{}: ok", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(errs) => {
+                for e in &errs {
+                    eprintln!("{}: {e}", path.display());
+                }
+                eprintln!("{}: {} problem(s)", path.display(), errs.len());
+                ExitCode::FAILURE
+            }
+        },
+        "serve" => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_env("TOLLGATE_LOG")
+                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                )
+                .init();
+            let config = match tollgate::config::load_file(&path) {
+                Ok(c) => c,
+                Err(errs) => {
+                    for e in &errs {
+                        eprintln!("{}: {e}", path.display());
+                    }
+                    return ExitCode::FAILURE;
+                }
+            };
+            let listen = config.listen;
+            let server = match tollgate::services::build_server(config, path) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("cannot start: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            tracing::info!(%listen, "tollgate listening");
+            server.run_forever()
+        }
+        "--version" | "version" => {
+            println!("tollgate {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}

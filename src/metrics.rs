@@ -1,0 +1,108 @@
+//! Prometheus metrics, served on `server.metrics_listen` at `/metrics`.
+
+use async_trait::async_trait;
+use http::Response;
+use pingora::apps::http_app::ServeHttp;
+use pingora::protocols::http::ServerSession;
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+use std::sync::Arc;
+
+use crate::state::Shared;
+
+pub struct Metrics {
+    pub registry: Registry,
+    /// Requests by route, model used, provider and HTTP status.
+    pub requests: IntCounterVec,
+    pub latency: HistogramVec,
+    pub upstream_attempts: IntCounterVec,
+    pub failovers: IntCounterVec,
+    pub upstream_healthy: IntGaugeVec,
+    pub reloads: IntCounterVec,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new("tollgate_requests_total", "Requests served, by route, model, provider and status"),
+            &["route", "model", "provider", "status"],
+        )
+        .expect("static metric definition");
+        let latency = HistogramVec::new(
+            HistogramOpts::new("tollgate_request_duration_seconds", "Time from request to last byte")
+                .buckets(vec![0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]),
+            &["route", "model"],
+        )
+        .expect("static metric definition");
+        let upstream_attempts = IntCounterVec::new(
+            Opts::new("tollgate_upstream_attempts_total", "Upstream attempts by provider and outcome"),
+            &["provider", "outcome"],
+        )
+        .expect("static metric definition");
+        let failovers = IntCounterVec::new(
+            Opts::new("tollgate_failovers_total", "Attempts abandoned for the next candidate, by model and reason"),
+            &["model", "reason"],
+        )
+        .expect("static metric definition");
+        let upstream_healthy = IntGaugeVec::new(
+            Opts::new("tollgate_upstream_healthy", "1 when an endpoint is healthy and not ejected"),
+            &["provider", "endpoint"],
+        )
+        .expect("static metric definition");
+        let reloads = IntCounterVec::new(
+            Opts::new("tollgate_config_reloads_total", "SIGHUP reloads by result"),
+            &["result"],
+        )
+        .expect("static metric definition");
+        for c in [&requests, &upstream_attempts, &failovers, &reloads] {
+            registry.register(Box::new(c.clone())).expect("unique metric");
+        }
+        registry.register(Box::new(latency.clone())).expect("unique metric");
+        registry.register(Box::new(upstream_healthy.clone())).expect("unique metric");
+        Metrics {
+            registry,
+            requests,
+            latency,
+            upstream_attempts,
+            failovers,
+            upstream_healthy,
+            reloads,
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The `/metrics` endpoint.
+pub struct MetricsApp(pub Arc<Shared>);
+
+#[async_trait]
+impl ServeHttp for MetricsApp {
+    async fn response(&self, _session: &mut ServerSession) -> Response<Vec<u8>> {
+        let rt = self.0.runtime.load();
+        for (name, pool) in &rt.pools {
+            for (ep, ok) in pool.endpoint_health() {
+                self.0
+                    .metrics
+                    .upstream_healthy
+                    .with_label_values(&[name, &ep])
+                    .set(ok as i64);
+            }
+        }
+        let mut buf = Vec::new();
+        let encoded = TextEncoder::new().encode(&self.0.metrics.registry.gather(), &mut buf);
+        let status = if encoded.is_ok() { 200 } else { 500 };
+        Response::builder()
+            .status(status)
+            .header("Content-Type", "text/plain; version=0.0.4")
+            .header("Content-Length", buf.len())
+            .body(buf)
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,71 @@
+//! Writing whole responses to the client. Every response gets `X-Request-Id`; every error
+//! body comes from [`GatewayError::to_json`], the one mapping.
+
+use bytes::Bytes;
+use pingora::http::ResponseHeader;
+use pingora::proxy::Session;
+use tollgate_filters::GatewayError;
+
+use super::RequestCtx;
+
+/// Headers added to a response beyond the defaults.
+pub type Extra<'a> = &'a [(&'static str, String)];
+
+pub fn header(status: u16, ctx: &RequestCtx, extra: Extra<'_>) -> Option<ResponseHeader> {
+    let mut h = ResponseHeader::build(status, Some(4 + extra.len())).ok()?;
+    h.insert_header("X-Request-Id", &ctx.request_id).ok()?;
+    for (k, v) in extra {
+        h.append_header(*k, v).ok()?;
+    }
+    Some(h)
+}
+
+/// Sends a complete response. A client that has gone away is not an error worth more than a
+/// debug line.
+pub async fn send(
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    status: u16,
+    content_type: &str,
+    body: Vec<u8>,
+    extra: Extra<'_>,
+) {
+    ctx.status = status;
+    let Some(mut h) = header(status, ctx, extra) else {
+        tracing::error!(request_id = %ctx.request_id, "could not build response header");
+        return;
+    };
+    let len = body.len().to_string();
+    if h.insert_header("Content-Type", content_type).is_err()
+        || h.insert_header("Content-Length", len).is_err()
+    {
+        return;
+    }
+    if let Err(e) = session.write_response_header(Box::new(h), false).await {
+        tracing::debug!(request_id = %ctx.request_id, "client gone before header: {e}");
+        return;
+    }
+    if let Err(e) = session.write_response_body(Some(Bytes::from(body)), true).await {
+        tracing::debug!(request_id = %ctx.request_id, "client gone during body: {e}");
+    }
+}
+
+pub async fn json(
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    status: u16,
+    body: &serde_json::Value,
+    extra: Extra<'_>,
+) {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    send(session, ctx, status, "application/json", bytes, extra).await;
+}
+
+pub async fn error(session: &mut Session, ctx: &mut RequestCtx, err: &GatewayError) {
+    let mut extra: Vec<(&'static str, String)> = Vec::new();
+    if let Some(r) = err.retry_after() {
+        extra.push(("Retry-After", r.to_string()));
+    }
+    ctx.error = Some(err.message.clone());
+    send(session, ctx, err.status(), "application/json", err.to_json(), &extra).await;
+}

@@ -1,0 +1,127 @@
+//! Server assembly and the background services: the one health-check loop over every pool,
+//! and the SIGHUP reload.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use pingora::server::configuration::{Opt, ServerConf};
+use pingora::server::{Server, ShutdownWatch};
+use pingora::services::background::{background_service, BackgroundService};
+use pingora::services::listening::Service;
+
+use crate::config::{self, Config};
+use crate::metrics::MetricsApp;
+use crate::proxy::Gateway;
+use crate::state::{Runtime, Shared};
+
+/// Runs active health checks for whichever pools the current runtime holds, so pools built
+/// by a reload are checked without registering new services.
+pub struct HealthService(pub Arc<Shared>);
+
+#[async_trait]
+impl BackgroundService for HealthService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        loop {
+            let rt = self.0.runtime.load_full();
+            for pool in rt.pools.values() {
+                pool.health_tick().await;
+            }
+            drop(rt);
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        }
+    }
+}
+
+/// Reloads the config file on SIGHUP: providers, models, aliases and timeouts. A file that
+/// does not validate is refused and the running config stays. Requests in flight keep the
+/// snapshot they started with.
+pub struct ReloadService(pub Arc<Shared>);
+
+impl ReloadService {
+    pub async fn reload(&self) -> Result<(), String> {
+        let cfg = config::load_file(&self.0.config_path).map_err(|errs| {
+            errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+        })?;
+        let rt = Runtime::build(cfg).await?;
+        self.0.runtime.store(Arc::new(rt));
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl BackgroundService for ReloadService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hup = match signal(SignalKind::hangup()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("cannot listen for SIGHUP, reload disabled: {e}");
+                return;
+            }
+        };
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                got = hup.recv() => {
+                    if got.is_none() { return; }
+                    match self.reload().await {
+                        Ok(()) => {
+                            self.0.metrics.reloads.with_label_values(&["ok"]).inc();
+                            tracing::info!(path = %self.0.config_path.display(), "config reloaded");
+                        }
+                        Err(e) => {
+                            self.0.metrics.reloads.with_label_values(&["refused"]).inc();
+                            tracing::error!(path = %self.0.config_path.display(), "config reload refused, keeping the running config: {e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Builds the Pingora server with the proxy, metrics, health and reload services.
+pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, String> {
+    // Name resolution at start needs a runtime; it is thrown away afterwards and holds no
+    // pools (those are created lazily inside Pingora's runtimes).
+    let boot = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let listen = config.listen;
+    let metrics_listen = config.metrics_listen;
+    let threads = config.raw.server.threads;
+    let grace = config.raw.server.graceful_shutdown_secs;
+    let runtime = boot.block_on(Runtime::build(config))?;
+    drop(boot);
+    let shared = Shared::new(runtime, config_path);
+
+    let conf = ServerConf {
+        threads,
+        grace_period_seconds: Some(grace),
+        graceful_shutdown_timeout_seconds: Some(grace),
+        ..ServerConf::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
+    server.bootstrap();
+
+    let mut proxy = pingora::proxy::http_proxy_service(&server.configuration, Gateway::new(shared.clone()));
+    proxy.add_tcp(&listen.to_string());
+    proxy.threads = Some(threads);
+    server.add_service(proxy);
+
+    if let Some(addr) = metrics_listen {
+        let mut metrics = Service::new("metrics".to_string(), MetricsApp(shared.clone()));
+        metrics.add_tcp(&addr.to_string());
+        metrics.threads = Some(1);
+        server.add_service(metrics);
+    }
+    server.add_service(background_service("health checks", HealthService(shared.clone())));
+    server.add_service(background_service("config reload", ReloadService(shared)));
+    Ok(server)
+}

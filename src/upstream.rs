@@ -1,0 +1,214 @@
+//! Upstream pools: one `pingora-load-balancing` LoadBalancer per provider, active HTTP health
+//! checks run by one background service, and passive ejection after consecutive failures.
+//!
+//! Hostnames are resolved here, asynchronously, when a pool is built (start and reload), so
+//! that nothing on the request path resolves a name (`HttpPeer::new` with a name blocks).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pingora::lb::health_check::HttpHealthCheck;
+use pingora::lb::selection::RoundRobin;
+use pingora::lb::{Backend, LoadBalancer};
+use pingora::upstreams::peer::HttpPeer;
+
+use crate::config::{EndpointUrl, Provider};
+
+/// One resolved address of one endpoint URL.
+#[derive(Debug)]
+pub struct Endpoint {
+    pub url: EndpointUrl,
+    pub addr: SocketAddr,
+    consecutive_failures: AtomicU32,
+    /// Milliseconds since the pool's epoch until which the endpoint is ejected (0 = not).
+    ejected_until_ms: AtomicU64,
+}
+
+pub struct Pool {
+    pub provider: Provider,
+    pub lb: LoadBalancer<RoundRobin>,
+    pub endpoints: HashMap<SocketAddr, Arc<Endpoint>>,
+    pub has_health_check: bool,
+    pub health_interval: Duration,
+    epoch: Instant,
+    next_check_ms: AtomicU64,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").field("provider", &self.provider.name).finish()
+    }
+}
+
+impl Pool {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn is_ejected(&self, e: &Endpoint) -> bool {
+        let until = e.ejected_until_ms.load(Ordering::Relaxed);
+        until != 0 && self.now_ms() < until
+    }
+
+    /// Endpoints to try for one request, in load-balancing order: healthy by the active check
+    /// and not ejected. At most one entry per address.
+    pub fn usable_endpoints(&self) -> Vec<Arc<Endpoint>> {
+        let mut out: Vec<Arc<Endpoint>> = Vec::with_capacity(self.endpoints.len());
+        for _ in 0..self.endpoints.len() {
+            let pick = self.lb.select_with(b"", 256, |b: &Backend, healthy| {
+                healthy
+                    && self.endpoint_of(b).is_some_and(|e| {
+                        !self.is_ejected(e) && !out.iter().any(|o| o.addr == e.addr)
+                    })
+            });
+            match pick.and_then(|b| self.endpoint_of(&b).cloned()) {
+                Some(e) => out.push(e),
+                None => break,
+            }
+        }
+        out
+    }
+
+    pub fn has_usable_endpoint(&self) -> bool {
+        self.endpoints.values().any(|e| {
+            let backend = backend_of(e.addr);
+            self.lb.backends().ready(&backend) && !self.is_ejected(e)
+        })
+    }
+
+    fn endpoint_of(&self, b: &Backend) -> Option<&Arc<Endpoint>> {
+        b.addr.as_inet().and_then(|a| self.endpoints.get(a))
+    }
+
+    pub fn record_success(&self, e: &Endpoint) {
+        e.consecutive_failures.store(0, Ordering::Relaxed);
+        e.ejected_until_ms.store(0, Ordering::Relaxed);
+    }
+
+    /// Counts a failed request; returns true when this failure ejected the endpoint.
+    pub fn record_failure(&self, e: &Endpoint) -> bool {
+        let n = e.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= self.provider.eject_after_failures {
+            e.consecutive_failures.store(0, Ordering::Relaxed);
+            let until = self.now_ms() + self.provider.eject_for.as_millis() as u64;
+            e.ejected_until_ms.store(until.max(1), Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// Runs the active check when its interval has passed. Called by the health service.
+    pub async fn health_tick(&self) {
+        if !self.has_health_check {
+            return;
+        }
+        let now = self.now_ms();
+        if now < self.next_check_ms.load(Ordering::Relaxed) {
+            return;
+        }
+        self.next_check_ms
+            .store(now + self.health_interval.as_millis() as u64, Ordering::Relaxed);
+        self.lb.backends().run_health_check(true).await;
+    }
+
+    pub fn endpoint_health(&self) -> Vec<(String, bool)> {
+        self.endpoints
+            .values()
+            .map(|e| {
+                let ok = self.lb.backends().ready(&backend_of(e.addr)) && !self.is_ejected(e);
+                (format!("{}", e.addr), ok)
+            })
+            .collect()
+    }
+
+    /// The Pingora peer for one endpoint: TLS with SNI when the URL is https.
+    pub fn peer(&self, e: &Endpoint, connect_timeout: Duration) -> HttpPeer {
+        let sni = if e.url.tls { e.url.host.clone() } else { String::new() };
+        let mut peer = HttpPeer::new(e.addr, e.url.tls, sni);
+        peer.options.connection_timeout = Some(connect_timeout);
+        peer.options.total_connection_timeout = Some(connect_timeout);
+        peer.options.idle_timeout = Some(Duration::from_secs(60));
+        peer
+    }
+}
+
+fn backend_of(addr: SocketAddr) -> Backend {
+    Backend {
+        addr: pingora::protocols::l4::socket::SocketAddr::Inet(addr),
+        weight: 1,
+        ext: Default::default(),
+    }
+}
+
+/// Resolves every endpoint host of a provider. Blocking-free: uses tokio's resolver.
+pub async fn resolve(provider: &Provider) -> Result<Vec<(EndpointUrl, SocketAddr)>, String> {
+    let mut out = Vec::new();
+    for url in &provider.endpoints {
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((url.host.as_str(), url.port))
+            .await
+            .map_err(|e| format!("provider {}: cannot resolve {}: {e}", provider.name, url.host))?
+            .collect();
+        // One address per URL keeps pools the size the operator wrote; prefer IPv4 loopback
+        // order as the resolver gives it.
+        let addr = addrs
+            .first()
+            .copied()
+            .ok_or_else(|| format!("provider {}: {} has no address", provider.name, url.host))?;
+        out.push((url.clone(), addr));
+    }
+    Ok(out)
+}
+
+pub fn build_pool(provider: &Provider, resolved: Vec<(EndpointUrl, SocketAddr)>) -> Result<Pool, String> {
+    let addrs: Vec<SocketAddr> = resolved.iter().map(|(_, a)| *a).collect();
+    let mut lb = LoadBalancer::<RoundRobin>::try_from_iter(addrs.iter().copied())
+        .map_err(|e| format!("provider {}: {e}", provider.name))?;
+    let has_health_check = provider.health_check.is_some();
+    let mut health_interval = Duration::from_secs(5);
+    if let (Some(hc), Some((first, _))) = (&provider.health_check, resolved.first()) {
+        let mut check = HttpHealthCheck::new(&first.authority(), first.tls);
+        let path = format!("{}{}", first.base_path, hc.path);
+        check
+            .req
+            .set_uri(path.parse().map_err(|_| format!("provider {}: bad health path", provider.name))?);
+        if let Some(key) = &provider.api_key {
+            check
+                .req
+                .insert_header("Authorization", format!("Bearer {key}"))
+                .map_err(|e| format!("provider {}: {e}", provider.name))?;
+        }
+        let t = Duration::from_millis(hc.timeout_ms);
+        check.peer_template.options.connection_timeout = Some(t);
+        check.peer_template.options.read_timeout = Some(t);
+        check.consecutive_failure = 1;
+        check.consecutive_success = 1;
+        lb.set_health_check(Box::new(check));
+        health_interval = Duration::from_millis(hc.interval_ms);
+    }
+    let endpoints = resolved
+        .into_iter()
+        .map(|(url, addr)| {
+            (
+                addr,
+                Arc::new(Endpoint {
+                    url,
+                    addr,
+                    consecutive_failures: AtomicU32::new(0),
+                    ejected_until_ms: AtomicU64::new(0),
+                }),
+            )
+        })
+        .collect();
+    Ok(Pool {
+        provider: provider.clone(),
+        lb,
+        endpoints,
+        has_health_check,
+        health_interval,
+        epoch: Instant::now(),
+        next_check_ms: AtomicU64::new(0),
+    })
+}
