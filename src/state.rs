@@ -22,7 +22,7 @@ impl Runtime {
     pub async fn build(config: Config) -> Result<Runtime, String> {
         let mut pools = HashMap::new();
         for p in &config.providers {
-            let resolved = upstream::resolve(p).await?;
+            let resolved = upstream::resolve(p).await;
             pools.insert(p.name.clone(), Arc::new(upstream::build_pool(p, resolved)?));
         }
         Ok(Runtime { config, pools })

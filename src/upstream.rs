@@ -143,23 +143,22 @@ fn backend_of(addr: SocketAddr) -> Backend {
     }
 }
 
-/// Resolves every endpoint host of a provider. Blocking-free: uses tokio's resolver.
-pub async fn resolve(provider: &Provider) -> Result<Vec<(EndpointUrl, SocketAddr)>, String> {
+/// Resolves every endpoint host of a provider with tokio's resolver (never blocking a worker).
+/// A host that does not resolve is left out with a warning rather than failing the start: an
+/// instance must come up while one provider's DNS is broken. It is resolved again on reload.
+pub async fn resolve(provider: &Provider) -> Vec<(EndpointUrl, SocketAddr)> {
     let mut out = Vec::new();
     for url in &provider.endpoints {
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((url.host.as_str(), url.port))
-            .await
-            .map_err(|e| format!("provider {}: cannot resolve {}: {e}", provider.name, url.host))?
-            .collect();
-        // One address per URL keeps pools the size the operator wrote; prefer IPv4 loopback
-        // order as the resolver gives it.
-        let addr = addrs
-            .first()
-            .copied()
-            .ok_or_else(|| format!("provider {}: {} has no address", provider.name, url.host))?;
-        out.push((url.clone(), addr));
+        match tokio::net::lookup_host((url.host.as_str(), url.port)).await {
+            // One address per URL keeps the pool the size the operator wrote.
+            Ok(mut addrs) => match addrs.next() {
+                Some(addr) => out.push((url.clone(), addr)),
+                None => tracing::warn!(provider = %provider.name, host = %url.host, "host has no address; endpoint left out"),
+            },
+            Err(e) => tracing::warn!(provider = %provider.name, host = %url.host, "cannot resolve, endpoint left out until reload: {e}"),
+        }
     }
-    Ok(out)
+    out
 }
 
 pub fn build_pool(provider: &Provider, resolved: Vec<(EndpointUrl, SocketAddr)>) -> Result<Pool, String> {

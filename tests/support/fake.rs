@@ -1,0 +1,267 @@
+//! A fake OpenAI-compatible provider over plain TCP, so every failure a real provider can show
+//! (refusals, 5xx, 429, hangs, slow streams, error events, death mid-stream, no usage) is one
+//! `set_mode` away.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mode {
+    /// Answer normally (JSON or SSE as asked).
+    Ok,
+    /// Answer with this status and an error body.
+    Status(u16),
+    /// Accept the request and never answer.
+    Hang,
+    /// Stream normally but wait this long before every chunk.
+    Slow(Duration),
+    /// Stream an error object as the first event.
+    ErrorFirst,
+    /// Stream this many chunks, then drop the connection.
+    DieAfter(usize),
+    /// Stream this many chunks, then go silent.
+    StallAfter(usize),
+    /// Never report usage (JSON or stream).
+    NoUsage,
+    /// Answer 200 with a body that is not JSON.
+    Garbage,
+}
+
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Recorded {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+pub struct FakeState {
+    pub name: String,
+    mode: Mutex<Mode>,
+    healthy: AtomicBool,
+    requests: Mutex<Vec<Recorded>>,
+    pub health_checks: AtomicUsize,
+    /// Words of the reply; each is one stream chunk.
+    pub words: Vec<String>,
+}
+
+#[derive(Clone)]
+pub struct FakeProvider {
+    pub addr: SocketAddr,
+    pub state: Arc<FakeState>,
+}
+
+pub const PROMPT_TOKENS: u64 = 11;
+
+impl FakeProvider {
+    pub async fn start(name: &str) -> FakeProvider {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
+        let addr = listener.local_addr().expect("addr");
+        let state = Arc::new(FakeState {
+            name: name.to_string(),
+            mode: Mutex::new(Mode::Ok),
+            healthy: AtomicBool::new(true),
+            requests: Mutex::new(Vec::new()),
+            health_checks: AtomicUsize::new(0),
+            words: format!("Hello from {name} , have a nice day")
+                .split(' ')
+                .map(|w| format!("{w} "))
+                .collect(),
+        });
+        let st = state.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((sock, _)) = listener.accept().await else { return };
+                let st = st.clone();
+                tokio::spawn(async move {
+                    let _ = serve_conn(sock, st).await;
+                });
+            }
+        });
+        FakeProvider { addr, state }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn set_mode(&self, m: Mode) {
+        *self.state.mode.lock().unwrap() = m;
+    }
+
+    pub fn set_healthy(&self, ok: bool) {
+        self.state.healthy.store(ok, Ordering::SeqCst);
+    }
+
+    /// Chat requests received (health checks excluded).
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.state.requests.lock().unwrap().clone()
+    }
+
+    pub fn chat_count(&self) -> usize {
+        self.state.requests.lock().unwrap().len()
+    }
+
+    pub fn reply_text(&self) -> String {
+        self.state.words.concat()
+    }
+}
+
+async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Recorded> {
+    loop {
+        if let Some(end) = find(buf, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let mut lines = head.split("\r\n");
+            let mut first = lines.next()?.split(' ');
+            let method = first.next()?.to_string();
+            let path = first.next()?.to_string();
+            let headers: Vec<(String, String)> = lines
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .collect();
+            let len: usize = headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                .and_then(|(_, v)| v.parse().ok())
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let mut tmp = vec![0u8; 256 * 1024];
+                let n = sock.read(&mut tmp).await.ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&tmp[..n]);
+            }
+            let body = buf[end + 4..end + 4 + len].to_vec();
+            buf.drain(..end + 4 + len);
+            return Some(Recorded { method, path, headers, body });
+        }
+        let mut tmp = vec![0u8; 64 * 1024];
+        let n = sock.read(&mut tmp).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+async fn write_json(sock: &mut TcpStream, status: u16, body: &[u8]) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    sock.write_all(head.as_bytes()).await?;
+    sock.write_all(body).await
+}
+
+async fn write_chunk(sock: &mut TcpStream, data: &[u8]) -> std::io::Result<()> {
+    sock.write_all(format!("{:x}\r\n", data.len()).as_bytes()).await?;
+    sock.write_all(data).await?;
+    sock.write_all(b"\r\n").await
+}
+
+fn event(v: Value) -> Vec<u8> {
+    format!("data: {v}\n\n").into_bytes()
+}
+
+async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    while let Some(req) = read_request(&mut sock, &mut buf).await {
+        if req.method == "GET" {
+            st.health_checks.fetch_add(1, Ordering::SeqCst);
+            let ok = st.healthy.load(Ordering::SeqCst);
+            let body = json!({"object":"list","data":[]}).to_string();
+            write_json(&mut sock, if ok { 200 } else { 503 }, body.as_bytes()).await?;
+            continue;
+        }
+        let body = req.json();
+        st.requests.lock().unwrap().push(req);
+        let mode = st.mode.lock().unwrap().clone();
+        let model = body["model"].as_str().unwrap_or("?").to_string();
+        let stream = body["stream"].as_bool().unwrap_or(false);
+        let usage_asked = body["stream_options"]["include_usage"].as_bool().unwrap_or(false);
+        let completion = st.words.len() as u64;
+        let usage = json!({"prompt_tokens": PROMPT_TOKENS, "completion_tokens": completion, "total_tokens": PROMPT_TOKENS + completion});
+        match &mode {
+            Mode::Status(code) => {
+                let b = json!({"error":{"message": format!("{} says {code}", st.name), "type":"x"}}).to_string();
+                write_json(&mut sock, *code, b.as_bytes()).await?;
+                continue;
+            }
+            Mode::Hang => {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                return Ok(());
+            }
+            Mode::Garbage => {
+                write_json(&mut sock, 200, b"<html>oops</html>").await?;
+                continue;
+            }
+            _ => {}
+        }
+        if !stream {
+            let mut reply = json!({
+                "id": "chatcmpl-fake", "object": "chat.completion", "created": 1_700_000_000,
+                "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": st.words.concat()}, "finish_reason": "stop"}],
+            });
+            if mode != Mode::NoUsage {
+                reply["usage"] = usage.clone();
+            }
+            write_json(&mut sock, 200, reply.to_string().as_bytes()).await?;
+            continue;
+        }
+        sock.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .await?;
+        if mode == Mode::ErrorFirst {
+            write_chunk(&mut sock, &event(json!({"error":{"message":"overloaded","type":"server_error"}}))).await?;
+            sock.write_all(b"0\r\n\r\n").await?;
+            continue;
+        }
+        let chunk = |delta: Value, finish: Value| {
+            event(json!({"id":"chatcmpl-fake","object":"chat.completion.chunk","created":1_700_000_000,"model":model,
+                "choices":[{"index":0,"delta":delta,"finish_reason":finish}]}))
+        };
+        write_chunk(&mut sock, &chunk(json!({"role":"assistant","content":""}), Value::Null)).await?;
+        for (i, w) in st.words.iter().enumerate() {
+            match &mode {
+                Mode::DieAfter(n) if i == *n => return Ok(()),
+                Mode::StallAfter(n) if i == *n => {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    return Ok(());
+                }
+                Mode::Slow(d) => tokio::time::sleep(*d).await,
+                _ => {}
+            }
+            write_chunk(&mut sock, &chunk(json!({"content": w}), Value::Null)).await?;
+        }
+        write_chunk(&mut sock, &chunk(json!({}), json!("stop"))).await?;
+        if usage_asked && mode != Mode::NoUsage {
+            write_chunk(&mut sock, &event(json!({"id":"chatcmpl-fake","object":"chat.completion.chunk","created":1_700_000_000,"model":model,"choices":[],"usage":usage}))).await?;
+        }
+        write_chunk(&mut sock, b"data: [DONE]\n\n").await?;
+        sock.write_all(b"0\r\n\r\n").await?;
+    }
+    Ok(())
+}
