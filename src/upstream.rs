@@ -31,6 +31,8 @@ pub struct Pool {
     pub provider: Provider,
     pub lb: LoadBalancer<RoundRobin>,
     pub endpoints: HashMap<SocketAddr, Arc<Endpoint>>,
+    /// The same endpoints in config order.
+    pub order: Vec<Arc<Endpoint>>,
     pub has_health_check: bool,
     pub health_interval: Duration,
     epoch: Instant,
@@ -53,30 +55,30 @@ impl Pool {
         until != 0 && self.now_ms() < until
     }
 
-    /// Endpoints to try for one request, in load-balancing order: healthy by the active check
-    /// and not ejected. At most one entry per address.
+    fn usable(&self, e: &Endpoint) -> bool {
+        self.lb.backends().ready(&backend_of(e.addr)) && !self.is_ejected(e)
+    }
+
+    /// Endpoints to try for one request: the load balancer's pick first (one round-robin step
+    /// per request), then the pool's other usable endpoints in config order for failover.
     pub fn usable_endpoints(&self) -> Vec<Arc<Endpoint>> {
-        let mut out: Vec<Arc<Endpoint>> = Vec::with_capacity(self.endpoints.len());
-        for _ in 0..self.endpoints.len() {
-            let pick = self.lb.select_with(b"", 256, |b: &Backend, healthy| {
-                healthy
-                    && self.endpoint_of(b).is_some_and(|e| {
-                        !self.is_ejected(e) && !out.iter().any(|o| o.addr == e.addr)
-                    })
-            });
-            match pick.and_then(|b| self.endpoint_of(&b).cloned()) {
-                Some(e) => out.push(e),
-                None => break,
+        let mut out: Vec<Arc<Endpoint>> = Vec::with_capacity(self.order.len());
+        let first = self.lb.select_with(b"", 256, |b: &Backend, healthy| {
+            healthy && self.endpoint_of(b).is_some_and(|e| !self.is_ejected(e))
+        });
+        if let Some(e) = first.and_then(|b| self.endpoint_of(&b).cloned()) {
+            out.push(e);
+        }
+        for e in &self.order {
+            if self.usable(e) && !out.iter().any(|o| o.addr == e.addr) {
+                out.push(e.clone());
             }
         }
         out
     }
 
     pub fn has_usable_endpoint(&self) -> bool {
-        self.endpoints.values().any(|e| {
-            let backend = backend_of(e.addr);
-            self.lb.backends().ready(&backend) && !self.is_ejected(e)
-        })
+        self.order.iter().any(|e| self.usable(e))
     }
 
     fn endpoint_of(&self, b: &Backend) -> Option<&Arc<Endpoint>> {
@@ -115,12 +117,9 @@ impl Pool {
     }
 
     pub fn endpoint_health(&self) -> Vec<(String, bool)> {
-        self.endpoints
-            .values()
-            .map(|e| {
-                let ok = self.lb.backends().ready(&backend_of(e.addr)) && !self.is_ejected(e);
-                (format!("{}", e.addr), ok)
-            })
+        self.order
+            .iter()
+            .map(|e| (e.addr.to_string(), self.usable(e)))
             .collect()
     }
 
@@ -187,24 +186,23 @@ pub fn build_pool(provider: &Provider, resolved: Vec<(EndpointUrl, SocketAddr)>)
         lb.set_health_check(Box::new(check));
         health_interval = Duration::from_millis(hc.interval_ms);
     }
-    let endpoints = resolved
+    let order: Vec<Arc<Endpoint>> = resolved
         .into_iter()
         .map(|(url, addr)| {
-            (
+            Arc::new(Endpoint {
+                url,
                 addr,
-                Arc::new(Endpoint {
-                    url,
-                    addr,
-                    consecutive_failures: AtomicU32::new(0),
-                    ejected_until_ms: AtomicU64::new(0),
-                }),
-            )
+                consecutive_failures: AtomicU32::new(0),
+                ejected_until_ms: AtomicU64::new(0),
+            })
         })
         .collect();
+    let endpoints = order.iter().map(|e| (e.addr, e.clone())).collect();
     Ok(Pool {
         provider: provider.clone(),
         lb,
         endpoints,
+        order,
         has_health_check,
         health_interval,
         epoch: Instant::now(),

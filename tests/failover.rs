@@ -1,0 +1,173 @@
+//! Failover: within the tier on 500/429/refused connections, to the self-hosted provider,
+//! 502 when nothing is left, error-first streams, death mid-stream, and health checks that
+//! take an endpoint out and bring it back.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+
+/// Three economy models on three providers, a powerful one, and a self-hosted fallback.
+async fn setup() -> (Vec<FakeProvider>, Gateway) {
+    let a = FakeProvider::start("a").await;
+    let b = FakeProvider::start("b").await;
+    let p = FakeProvider::start("pow").await;
+    let local = FakeProvider::start("local").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}{}{}{}{}{}{}",
+        provider("pa", &[&a], ""),
+        provider("pb", &[&b], ""),
+        provider("pp", &[&p], ""),
+        provider("plocal", &[&local], "self_hosted = true"),
+        model("econ-a", "pa", "economy", ""),
+        model("econ-b", "pb", "economy", ""),
+        model("pow-1", "pp", "powerful", ""),
+        model("local-1", "plocal", "normal", ""),
+    );
+    let gw = Gateway::start(&cfg).await;
+    (vec![a, b, p, local], gw)
+}
+
+fn first_chunk_model(r: &Response) -> Value {
+    let c: Value = serde_json::from_str(&r.sse_data()[0]).unwrap();
+    c["model"].clone()
+}
+
+#[tokio::test]
+async fn fails_over_within_the_tier_on_500_and_429() {
+    let (f, gw) = setup().await;
+    for status in [500, 503, 429] {
+        f[0].set_mode(Mode::Status(status));
+        let r = gw.chat(json!({"model":"econ-a","messages":user("hi")})).await;
+        assert_eq!(r.status, 200, "{status}: {}", r.text());
+        assert_eq!(r.json()["model"], "econ-b", "after {status}");
+        let r = gw.chat(json!({"model":"econ-a","messages":user("hi"),"stream":true})).await;
+        assert_eq!(first_chunk_model(&r), "econ-b");
+    }
+    assert!(f[0].chat_count() >= 1, "the named model was tried first");
+    assert_eq!(f[2].chat_count(), 0, "another tier is never used");
+}
+
+#[tokio::test]
+async fn refused_connection_fails_over() {
+    let dead = free_port();
+    let b = FakeProvider::start("b").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}[[providers]]\nname = \"dead\"\nendpoints = [\"http://127.0.0.1:{dead}\"]\n\n{}{}{}",
+        provider("pb", &[&b], ""),
+        model("econ-a", "dead", "economy", ""),
+        model("econ-b", "pb", "economy", ""),
+    );
+    let gw = Gateway::start(&cfg).await;
+    let r = gw.chat(json!({"model":"econ-a","messages":user("hi")})).await;
+    assert_eq!(r.json()["model"], "econ-b");
+}
+
+#[tokio::test]
+async fn falls_back_to_self_hosted_last_then_502() {
+    let (f, gw) = setup().await;
+    f[0].set_mode(Mode::Status(500));
+    f[1].set_mode(Mode::Status(502));
+    let r = gw.chat(json!({"model":"economy","messages":user("hi")})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["model"], "local-1");
+    let r = gw.chat(json!({"model":"econ-b","messages":user("hi"),"stream":true})).await;
+    assert_eq!(first_chunk_model(&r), "local-1");
+
+    f[3].set_mode(Mode::Status(500));
+    let r = gw.chat(json!({"model":"econ-a","messages":user("hi")})).await;
+    let v = r.error(502, "upstream_error");
+    assert!(v["error"]["message"].as_str().unwrap().contains("failed"), "{v}");
+    let r = gw.chat(json!({"model":"econ-a","messages":user("hi"),"stream":true})).await;
+    r.error(502, "upstream_error");
+    assert!(gw.is_healthy().await);
+}
+
+#[tokio::test]
+async fn error_as_first_event_fails_over() {
+    let (f, gw) = setup().await;
+    f[0].set_mode(Mode::ErrorFirst);
+    let r = gw.chat(json!({"model":"econ-a","messages":user("hi"),"stream":true})).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(first_chunk_model(&r), "econ-b");
+    assert_eq!(r.sse_data().last().unwrap(), "[DONE]");
+    assert!(!r.text().contains("overloaded"));
+}
+
+#[tokio::test]
+async fn death_mid_stream_ends_with_an_error_event_and_no_done() {
+    let (f, gw) = setup().await;
+    f[0].set_mode(Mode::DieAfter(3));
+    let r = gw.chat(json!({"model":"econ-a","messages":user("hi"),"stream":true})).await;
+    assert_eq!(r.status, 200);
+    let data = r.sse_data();
+    assert!(!data.iter().any(|d| d == "[DONE]"), "{data:?}");
+    let last: Value = serde_json::from_str(data.last().unwrap()).unwrap();
+    assert_eq!(last["error"]["type"], "upstream_error");
+    assert_eq!(last["error"]["code"], 502);
+    // What was delivered came from the first model: no silent switch mid-answer.
+    let first: Value = serde_json::from_str(&data[0]).unwrap();
+    assert_eq!(first["model"], "econ-a");
+    assert_eq!(f[1].chat_count(), 0);
+}
+
+#[tokio::test]
+async fn unhealthy_endpoint_is_skipped_and_used_again_after_recovery() {
+    let good = FakeProvider::start("good").await;
+    let sick = FakeProvider::start("sick").await;
+    let hc = "health_check = { path = \"/v1/models\", interval_ms = 100, timeout_ms = 500 }";
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}",
+        provider("pool", &[&sick, &good], hc),
+        model("m", "pool", "economy", ""),
+    );
+    let gw = Gateway::start(&cfg).await;
+    sick.set_healthy(false);
+    // Wait for the checker to see it.
+    let seen = sick.state.health_checks.load(std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..100 {
+        if sick.state.health_checks.load(std::sync::atomic::Ordering::SeqCst) > seen + 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let before = sick.chat_count();
+    for _ in 0..6 {
+        assert_eq!(gw.chat(json!({"model":"m","messages":user("hi")})).await.status, 200);
+    }
+    assert_eq!(sick.chat_count(), before, "an unhealthy endpoint gets no traffic");
+    let metrics = get(gw.metrics_addr, "/metrics").await.text();
+    assert!(metrics.contains(&format!("tollgate_upstream_healthy{{endpoint=\"{}\",provider=\"pool\"}} 0", sick.addr)), "{metrics}");
+
+    sick.set_healthy(true);
+    let mut recovered = false;
+    for _ in 0..50 {
+        gw.chat(json!({"model":"m","messages":user("hi")})).await;
+        if sick.chat_count() > before {
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(recovered, "a recovered endpoint is used again");
+}
+
+#[tokio::test]
+async fn consecutive_failures_eject_an_endpoint_passively() {
+    let good = FakeProvider::start("good").await;
+    let bad = FakeProvider::start("bad").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}",
+        provider("pool", &[&bad, &good], "eject_after_failures = 2\neject_secs = 60"),
+        model("m", "pool", "economy", ""),
+    );
+    let gw = Gateway::start(&cfg).await;
+    bad.set_mode(Mode::Status(500));
+    for _ in 0..8 {
+        let r = gw.chat(json!({"model":"m","messages":user("hi")})).await;
+        assert_eq!(r.status, 200, "the pool's other endpoint answers");
+    }
+    assert_eq!(bad.chat_count(), 2, "ejected after two consecutive failures");
+}
