@@ -27,6 +27,8 @@ pub enum Mode {
     DieAfter(usize),
     /// Stream this many chunks, then go silent.
     StallAfter(usize),
+    /// Send a 200 SSE head, then nothing.
+    SilentStream,
     /// Never report usage (JSON or stream).
     NoUsage,
     /// Answer 200 with a body that is not JSON.
@@ -234,6 +236,10 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
         }
         sock.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
             .await?;
+        if mode == Mode::SilentStream {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            return Ok(());
+        }
         if mode == Mode::ErrorFirst {
             write_chunk(&mut sock, &event(json!({"error":{"message":"overloaded","type":"server_error"}}))).await?;
             sock.write_all(b"0\r\n\r\n").await?;
