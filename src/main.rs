@@ -44,6 +44,7 @@ fn main() -> ExitCode {
         },
         "serve" => {
             tracing_subscriber::fmt()
+                .with_writer(std::io::stderr)
                 .with_env_filter(
                     tracing_subscriber::EnvFilter::try_from_env("TOLLGATE_LOG")
                         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
