@@ -353,7 +353,10 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
 pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
     let mut errs = Vec::new();
     let listen = raw.server.listen.parse::<SocketAddr>().unwrap_or_else(|_| {
-        errs.push(err("server.listen", "must be an address like 127.0.0.1:8080"));
+        errs.push(err(
+            "server.listen",
+            "must be an address like 127.0.0.1:8080",
+        ));
         SocketAddr::from(([127, 0, 0, 1], 0))
     });
     let metrics_listen = if raw.server.metrics_listen.is_empty() {
@@ -452,7 +455,10 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
         }
         let provider = raw.providers.iter().find(|p| p.name == m.provider);
         if provider.is_none() {
-            errs.push(err(at("provider"), format!("unknown provider `{}`", m.provider)));
+            errs.push(err(
+                at("provider"),
+                format!("unknown provider `{}`", m.provider),
+            ));
         }
         let tier = Tier::parse(&m.tier).unwrap_or_else(|| {
             errs.push(err(at("tier"), "must be economy, normal or powerful"));
@@ -493,8 +499,16 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             provider: m.provider.clone(),
             upstream_model: m.upstream_model.clone().unwrap_or_else(|| m.id.clone()),
             tier,
-            input_micros_per_1k: micros(&at("input_credits_per_1k"), m.input_credits_per_1k, &mut errs),
-            output_micros_per_1k: micros(&at("output_credits_per_1k"), m.output_credits_per_1k, &mut errs),
+            input_micros_per_1k: micros(
+                &at("input_credits_per_1k"),
+                m.input_credits_per_1k,
+                &mut errs,
+            ),
+            output_micros_per_1k: micros(
+                &at("output_credits_per_1k"),
+                m.output_credits_per_1k,
+                &mut errs,
+            ),
             max_output_tokens: m.max_output_tokens,
             guest: m.guest,
             self_hosted: provider.is_some_and(|p| p.self_hosted),
@@ -516,9 +530,15 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
         aliases.push((a.clone(), target.clone()));
     }
     for (name, plan) in &raw.plans {
-        for (k, v) in [("requests_per_hour", plan.requests_per_hour), ("requests_per_day", plan.requests_per_day)] {
+        for (k, v) in [
+            ("requests_per_hour", plan.requests_per_hour),
+            ("requests_per_day", plan.requests_per_day),
+        ] {
             if v == Some(0) {
-                errs.push(err(format!("plans.{name}.{k}"), "must be at least 1 (omit for no limit)"));
+                errs.push(err(
+                    format!("plans.{name}.{k}"),
+                    "must be at least 1 (omit for no limit)",
+                ));
             }
         }
     }
@@ -543,9 +563,15 @@ mod tests {
     #[test]
     fn endpoint_urls() {
         let u = EndpointUrl::parse("https://api.openai.com").unwrap();
-        assert_eq!((u.tls, u.host.as_str(), u.port, u.base_path.as_str()), (true, "api.openai.com", 443, ""));
+        assert_eq!(
+            (u.tls, u.host.as_str(), u.port, u.base_path.as_str()),
+            (true, "api.openai.com", 443, "")
+        );
         let u = EndpointUrl::parse("http://127.0.0.1:9000/openai/").unwrap();
-        assert_eq!((u.port, u.base_path.as_str(), u.authority()), (9000, "/openai", "127.0.0.1:9000".into()));
+        assert_eq!(
+            (u.port, u.base_path.as_str(), u.authority()),
+            (9000, "/openai", "127.0.0.1:9000".into())
+        );
         let u = EndpointUrl::parse("http://[::1]:81").unwrap();
         assert_eq!(u.authority(), "[::1]:81");
         for bad in ["ftp://x", "http://", "http://h:notaport", "http://h/x?y=1"] {

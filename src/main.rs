@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: tollgate <serve|check-config> [--config FILE]   (default conf/tollgate.toml)";
+const USAGE: &str =
+    "usage: tollgate <serve|check-config> [--config FILE]   (default conf/tollgate.toml)";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);

@@ -26,28 +26,45 @@ impl Metrics {
     pub fn new() -> Metrics {
         let registry = Registry::new();
         let requests = IntCounterVec::new(
-            Opts::new("tollgate_requests_total", "Requests served, by route, model, provider and status"),
+            Opts::new(
+                "tollgate_requests_total",
+                "Requests served, by route, model, provider and status",
+            ),
             &["route", "model", "provider", "status"],
         )
         .expect("static metric definition");
         let latency = HistogramVec::new(
-            HistogramOpts::new("tollgate_request_duration_seconds", "Time from request to last byte")
-                .buckets(vec![0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]),
+            HistogramOpts::new(
+                "tollgate_request_duration_seconds",
+                "Time from request to last byte",
+            )
+            .buckets(vec![
+                0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+            ]),
             &["route", "model"],
         )
         .expect("static metric definition");
         let upstream_attempts = IntCounterVec::new(
-            Opts::new("tollgate_upstream_attempts_total", "Upstream attempts by provider and outcome"),
+            Opts::new(
+                "tollgate_upstream_attempts_total",
+                "Upstream attempts by provider and outcome",
+            ),
             &["provider", "outcome"],
         )
         .expect("static metric definition");
         let failovers = IntCounterVec::new(
-            Opts::new("tollgate_failovers_total", "Attempts abandoned for the next candidate, by model and reason"),
+            Opts::new(
+                "tollgate_failovers_total",
+                "Attempts abandoned for the next candidate, by model and reason",
+            ),
             &["model", "reason"],
         )
         .expect("static metric definition");
         let upstream_healthy = IntGaugeVec::new(
-            Opts::new("tollgate_upstream_healthy", "1 when an endpoint is healthy and not ejected"),
+            Opts::new(
+                "tollgate_upstream_healthy",
+                "1 when an endpoint is healthy and not ejected",
+            ),
             &["provider", "endpoint"],
         )
         .expect("static metric definition");
@@ -57,10 +74,16 @@ impl Metrics {
         )
         .expect("static metric definition");
         for c in [&requests, &upstream_attempts, &failovers, &reloads] {
-            registry.register(Box::new(c.clone())).expect("unique metric");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric");
         }
-        registry.register(Box::new(latency.clone())).expect("unique metric");
-        registry.register(Box::new(upstream_healthy.clone())).expect("unique metric");
+        registry
+            .register(Box::new(latency.clone()))
+            .expect("unique metric");
+        registry
+            .register(Box::new(upstream_healthy.clone()))
+            .expect("unique metric");
         Metrics {
             registry,
             requests,

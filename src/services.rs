@@ -45,7 +45,10 @@ pub struct ReloadService(pub Arc<Shared>);
 impl ReloadService {
     pub async fn reload(&self) -> Result<(), String> {
         let cfg = config::load_file(&self.0.config_path).map_err(|errs| {
-            errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+            errs.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
         })?;
         let rt = Runtime::build(cfg).await?;
         self.0.runtime.store(Arc::new(rt));
@@ -110,7 +113,8 @@ pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, Stri
     let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
     server.bootstrap();
 
-    let mut proxy = pingora::proxy::http_proxy_service(&server.configuration, Gateway::new(shared.clone()));
+    let mut proxy =
+        pingora::proxy::http_proxy_service(&server.configuration, Gateway::new(shared.clone()));
     proxy.add_tcp(&listen.to_string());
     proxy.threads = Some(threads);
     server.add_service(proxy);
@@ -121,7 +125,10 @@ pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, Stri
         metrics.threads = Some(1);
         server.add_service(metrics);
     }
-    server.add_service(background_service("health checks", HealthService(shared.clone())));
+    server.add_service(background_service(
+        "health checks",
+        HealthService(shared.clone()),
+    ));
     server.add_service(background_service("config reload", ReloadService(shared)));
     Ok(server)
 }

@@ -41,7 +41,9 @@ pub struct Pool {
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pool").field("provider", &self.provider.name).finish()
+        f.debug_struct("Pool")
+            .field("provider", &self.provider.name)
+            .finish()
     }
 }
 
@@ -111,8 +113,10 @@ impl Pool {
         if now < self.next_check_ms.load(Ordering::Relaxed) {
             return;
         }
-        self.next_check_ms
-            .store(now + self.health_interval.as_millis() as u64, Ordering::Relaxed);
+        self.next_check_ms.store(
+            now + self.health_interval.as_millis() as u64,
+            Ordering::Relaxed,
+        );
         self.lb.backends().run_health_check(true).await;
     }
 
@@ -125,7 +129,11 @@ impl Pool {
 
     /// The Pingora peer for one endpoint: TLS with SNI when the URL is https.
     pub fn peer(&self, e: &Endpoint, connect_timeout: Duration) -> HttpPeer {
-        let sni = if e.url.tls { e.url.host.clone() } else { String::new() };
+        let sni = if e.url.tls {
+            e.url.host.clone()
+        } else {
+            String::new()
+        };
         let mut peer = HttpPeer::new(e.addr, e.url.tls, sni);
         peer.options.connection_timeout = Some(connect_timeout);
         peer.options.total_connection_timeout = Some(connect_timeout);
@@ -152,15 +160,22 @@ pub async fn resolve(provider: &Provider) -> Vec<(EndpointUrl, SocketAddr)> {
             // One address per URL keeps the pool the size the operator wrote.
             Ok(mut addrs) => match addrs.next() {
                 Some(addr) => out.push((url.clone(), addr)),
-                None => tracing::warn!(provider = %provider.name, host = %url.host, "host has no address; endpoint left out"),
+                None => {
+                    tracing::warn!(provider = %provider.name, host = %url.host, "host has no address; endpoint left out")
+                }
             },
-            Err(e) => tracing::warn!(provider = %provider.name, host = %url.host, "cannot resolve, endpoint left out until reload: {e}"),
+            Err(e) => {
+                tracing::warn!(provider = %provider.name, host = %url.host, "cannot resolve, endpoint left out until reload: {e}")
+            }
         }
     }
     out
 }
 
-pub fn build_pool(provider: &Provider, resolved: Vec<(EndpointUrl, SocketAddr)>) -> Result<Pool, String> {
+pub fn build_pool(
+    provider: &Provider,
+    resolved: Vec<(EndpointUrl, SocketAddr)>,
+) -> Result<Pool, String> {
     let addrs: Vec<SocketAddr> = resolved.iter().map(|(_, a)| *a).collect();
     let mut lb = LoadBalancer::<RoundRobin>::try_from_iter(addrs.iter().copied())
         .map_err(|e| format!("provider {}: {e}", provider.name))?;
@@ -169,9 +184,10 @@ pub fn build_pool(provider: &Provider, resolved: Vec<(EndpointUrl, SocketAddr)>)
     if let (Some(hc), Some((first, _))) = (&provider.health_check, resolved.first()) {
         let mut check = HttpHealthCheck::new(&first.authority(), first.tls);
         let path = format!("{}{}", first.base_path, hc.path);
-        check
-            .req
-            .set_uri(path.parse().map_err(|_| format!("provider {}: bad health path", provider.name))?);
+        check.req.set_uri(
+            path.parse()
+                .map_err(|_| format!("provider {}: bad health path", provider.name))?,
+        );
         if let Some(key) = &provider.api_key {
             check
                 .req

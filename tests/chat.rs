@@ -22,10 +22,15 @@ async fn one_provider() -> (FakeProvider, Gateway) {
 #[tokio::test]
 async fn json_response_field_by_field() {
     let (fake, gw) = one_provider().await;
-    let r = gw.chat(json!({"model":"alpha-2024-01-01","messages":user("hi"),"temperature":0.5,"seed":3})).await;
+    let r = gw
+        .chat(json!({"model":"alpha-2024-01-01","messages":user("hi"),"temperature":0.5,"seed":3}))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(r.header("x-request-id").unwrap().starts_with("req_"));
-    assert!(r.header("content-type").unwrap().starts_with("application/json"));
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("application/json"));
     let v = r.json();
     assert!(v["id"].as_str().is_some_and(|s| !s.is_empty()));
     assert_eq!(v["object"], "chat.completion");
@@ -51,9 +56,14 @@ async fn json_response_field_by_field() {
 #[tokio::test]
 async fn sse_stream_field_by_field_with_usage_stripped() {
     let (fake, gw) = one_provider().await;
-    let r = gw.chat(json!({"model":"alpha-2024-01-01","messages":user("hi"),"stream":true})).await;
+    let r = gw
+        .chat(json!({"model":"alpha-2024-01-01","messages":user("hi"),"stream":true}))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
-    assert!(r.header("content-type").unwrap().starts_with("text/event-stream"));
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
     assert!(r.header("x-request-id").is_some());
     // Every event line is `data: ` + a chunk, and the stream ends with [DONE].
     for line in r.text().lines().filter(|l| !l.is_empty()) {
@@ -61,13 +71,19 @@ async fn sse_stream_field_by_field_with_usage_stripped() {
     }
     let data = r.sse_data();
     assert_eq!(data.last().unwrap(), "[DONE]");
-    let chunks: Vec<Value> = data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
     let mut text = String::new();
     for c in &chunks {
         assert_eq!(c["object"], "chat.completion.chunk");
         assert_eq!(c["model"], "alpha-2024-01-01");
         assert!(c["id"].is_string() && c["created"].is_i64());
-        assert!(c.get("usage").is_none(), "usage chunk must be stripped: {c}");
+        assert!(
+            c.get("usage").is_none(),
+            "usage chunk must be stripped: {c}"
+        );
         if let Some(s) = c["choices"][0]["delta"]["content"].as_str() {
             text.push_str(s);
         }
@@ -80,7 +96,10 @@ async fn sse_stream_field_by_field_with_usage_stripped() {
         assert!(c["choices"][0]["finish_reason"].is_null());
     }
     // The gateway asked the upstream for usage even though the client did not.
-    assert_eq!(fake.requests()[0].json()["stream_options"]["include_usage"], true);
+    assert_eq!(
+        fake.requests()[0].json()["stream_options"]["include_usage"],
+        true
+    );
 }
 
 #[tokio::test]
@@ -97,33 +116,54 @@ async fn usage_chunk_kept_when_asked() {
         .filter(|c| c.get("usage").is_some_and(|u| !u.is_null()))
         .collect();
     assert_eq!(usage.len(), 1);
-    assert_eq!(usage[0]["usage"]["completion_tokens"], fake.state.words.len() as u64);
+    assert_eq!(
+        usage[0]["usage"]["completion_tokens"],
+        fake.state.words.len() as u64
+    );
     assert_eq!(usage[0]["choices"], json!([]));
 }
 
 #[tokio::test]
 async fn three_megabyte_body_forwarded_intact() {
     let (fake, gw) = one_provider().await;
-    let big: String = (0..3 * 1024 * 1024).map(|i| (b'a' + (i % 26) as u8) as char).collect();
-    let r = gw.chat(json!({"model":"alpha-2024-01-01","messages":user(&big)})).await;
+    let big: String = (0..3 * 1024 * 1024)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    let r = gw
+        .chat(json!({"model":"alpha-2024-01-01","messages":user(&big)}))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let sent = fake.requests()[0].json();
     assert_eq!(sent["messages"][0]["content"].as_str().unwrap(), big);
     // Streams too.
-    let r = gw.chat(json!({"model":"alpha-2024-01-01","messages":user(&big),"stream":true})).await;
+    let r = gw
+        .chat(json!({"model":"alpha-2024-01-01","messages":user(&big),"stream":true}))
+        .await;
     assert_eq!(r.status, 200);
-    assert_eq!(fake.requests()[1].json()["messages"][0]["content"].as_str().unwrap().len(), big.len());
+    assert_eq!(
+        fake.requests()[1].json()["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .len(),
+        big.len()
+    );
 }
 
 #[tokio::test]
 async fn alias_and_tier_resolution() {
     let (fake, gw) = one_provider().await;
-    let r = gw.chat(json!({"model":"small","messages":user("hi")})).await;
+    let r = gw
+        .chat(json!({"model":"small","messages":user("hi")}))
+        .await;
     assert_eq!(r.json()["model"], "alpha-2024-01-01");
     assert_eq!(fake.requests()[0].json()["model"], "up-alpha-2024-01-01");
-    let r = gw.chat(json!({"model":"powerful","messages":user("hi")})).await;
+    let r = gw
+        .chat(json!({"model":"powerful","messages":user("hi")}))
+        .await;
     assert_eq!(r.json()["model"], "beta-2024-01-01");
-    let r = gw.chat(json!({"model":"economy","messages":user("hi"),"stream":true})).await;
+    let r = gw
+        .chat(json!({"model":"economy","messages":user("hi"),"stream":true}))
+        .await;
     let first: Value = serde_json::from_str(&r.sse_data()[0]).unwrap();
     assert_eq!(first["model"], "alpha-2024-01-01");
 }
@@ -136,11 +176,16 @@ async fn tokenizer_fallback_when_upstream_omits_usage() {
     let messages = user(prompt);
     let expected_prompt = tokens::count_prompt(&messages);
     let expected_completion = tokens::count_text(&fake.reply_text());
-    let r = gw.chat(json!({"model":"alpha-2024-01-01","messages":messages})).await;
+    let r = gw
+        .chat(json!({"model":"alpha-2024-01-01","messages":messages}))
+        .await;
     let v = r.json();
     assert_eq!(v["usage"]["prompt_tokens"], expected_prompt);
     assert_eq!(v["usage"]["completion_tokens"], expected_completion);
-    assert_ne!(expected_completion, fake.reply_text().chars().count() as u64);
+    assert_ne!(
+        expected_completion,
+        fake.reply_text().chars().count() as u64
+    );
 
     // Streamed: the client asked for usage, the upstream sent none, the gateway counts it.
     let r = gw
@@ -151,13 +196,18 @@ async fn tokenizer_fallback_when_upstream_omits_usage() {
     let usage: Value = serde_json::from_str(&data[data.len() - 2]).unwrap();
     assert_eq!(usage["usage"]["prompt_tokens"], expected_prompt);
     assert_eq!(usage["usage"]["completion_tokens"], expected_completion);
-    assert_eq!(usage["usage"]["total_tokens"], expected_prompt + expected_completion);
+    assert_eq!(
+        usage["usage"]["total_tokens"],
+        expected_prompt + expected_completion
+    );
 }
 
 #[tokio::test]
 async fn unknown_model_is_404() {
     let (fake, gw) = one_provider().await;
-    let r = gw.chat(json!({"model":"gpt-17","messages":user("hi")})).await;
+    let r = gw
+        .chat(json!({"model":"gpt-17","messages":user("hi")}))
+        .await;
     let v = r.error(404, "model_not_found");
     assert!(v["error"]["message"].as_str().unwrap().contains("gpt-17"));
     assert_eq!(fake.chat_count(), 0);
@@ -171,18 +221,54 @@ async fn every_bad_request_is_a_named_400_and_the_gateway_stays_healthy() {
         (json!({"messages": m}), "model"),
         (json!({"model": 7, "messages": m}), "model"),
         (json!({"model": "alpha-2024-01-01"}), "messages"),
-        (json!({"model": "alpha-2024-01-01", "messages": []}), "messages"),
-        (json!({"model": "alpha-2024-01-01", "messages": [{"role":"robot","content":"x"}]}), "messages[0].role"),
-        (json!({"model": "alpha-2024-01-01", "messages": [{"role":"user"}]}), "messages[0].content"),
-        (json!({"model": "alpha-2024-01-01", "messages": m, "temperature": 2.1}), "temperature"),
-        (json!({"model": "alpha-2024-01-01", "messages": m, "temperature": -1}), "temperature"),
-        (json!({"model": "alpha-2024-01-01", "messages": m, "max_tokens": 0}), "max_tokens"),
-        (json!({"model": "alpha-2024-01-01", "messages": m, "max_tokens": 2.5}), "max_tokens"),
-        (json!({"model": "alpha-2024-01-01", "messages": m, "max_tokens": "10"}), "max_tokens"),
-        (json!({"model": "alpha-2024-01-01", "messages": m, "stream": "true"}), "stream"),
-        (json!({"model": "alpha-2024-01-01", "messages": m, "tools": "f"}), "tools"),
-        (json!({"model": "alpha-2024-01-01", "messages": m, "tools": [{"type":"function","function":{}}]}), "tools[0].function.name"),
-        (json!({"model": "alpha-2024-01-01", "messages": m, "tool_choice": "sometimes"}), "tool_choice"),
+        (
+            json!({"model": "alpha-2024-01-01", "messages": []}),
+            "messages",
+        ),
+        (
+            json!({"model": "alpha-2024-01-01", "messages": [{"role":"robot","content":"x"}]}),
+            "messages[0].role",
+        ),
+        (
+            json!({"model": "alpha-2024-01-01", "messages": [{"role":"user"}]}),
+            "messages[0].content",
+        ),
+        (
+            json!({"model": "alpha-2024-01-01", "messages": m, "temperature": 2.1}),
+            "temperature",
+        ),
+        (
+            json!({"model": "alpha-2024-01-01", "messages": m, "temperature": -1}),
+            "temperature",
+        ),
+        (
+            json!({"model": "alpha-2024-01-01", "messages": m, "max_tokens": 0}),
+            "max_tokens",
+        ),
+        (
+            json!({"model": "alpha-2024-01-01", "messages": m, "max_tokens": 2.5}),
+            "max_tokens",
+        ),
+        (
+            json!({"model": "alpha-2024-01-01", "messages": m, "max_tokens": "10"}),
+            "max_tokens",
+        ),
+        (
+            json!({"model": "alpha-2024-01-01", "messages": m, "stream": "true"}),
+            "stream",
+        ),
+        (
+            json!({"model": "alpha-2024-01-01", "messages": m, "tools": "f"}),
+            "tools",
+        ),
+        (
+            json!({"model": "alpha-2024-01-01", "messages": m, "tools": [{"type":"function","function":{}}]}),
+            "tools[0].function.name",
+        ),
+        (
+            json!({"model": "alpha-2024-01-01", "messages": m, "tool_choice": "sometimes"}),
+            "tool_choice",
+        ),
     ];
     for (body, field) in cases {
         let r = gw.chat(body.clone()).await;
@@ -192,39 +278,63 @@ async fn every_bad_request_is_a_named_400_and_the_gateway_stays_healthy() {
     }
     // Malformed JSON, a non-object, an empty body.
     for raw in [&b"{\"model\": "[..], b"[]", b""] {
-        let r = request(gw.addr, "POST", "/v1/chat/completions", &[("Content-Type", "application/json")], raw).await;
+        let r = request(
+            gw.addr,
+            "POST",
+            "/v1/chat/completions",
+            &[("Content-Type", "application/json")],
+            raw,
+        )
+        .await;
         let v = r.error(400, "invalid_request");
         assert!(v["error"]["message"].as_str().unwrap().starts_with("body:"));
     }
     // Over max_body_bytes (8 MiB in tests), refused from Content-Length before reading it.
     // Only the head is sent: the gateway must answer without waiting for 9 MiB.
-    let head = format!("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n", 9 * 1024 * 1024);
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        9 * 1024 * 1024
+    );
     let r = raw_request(gw.addr, head.as_bytes()).await;
     let v = r.error(400, "invalid_request");
     assert!(v["error"]["message"].as_str().unwrap().contains("limit"));
     // Unknown paths and methods.
     get(gw.addr, "/v2/nothing").await.error(404, "not_found");
-    get(gw.addr, "/v1/chat/completions").await.error(405, "invalid_request");
+    get(gw.addr, "/v1/chat/completions")
+        .await
+        .error(405, "invalid_request");
 
     assert_eq!(fake.chat_count(), 0, "nothing reached the upstream");
     assert!(gw.is_healthy().await);
-    assert_eq!(gw.chat(json!({"model":"alpha-2024-01-01","messages":m})).await.status, 200);
+    assert_eq!(
+        gw.chat(json!({"model":"alpha-2024-01-01","messages":m}))
+            .await
+            .status,
+        200
+    );
 }
 
 #[tokio::test]
 async fn upstream_rejection_of_the_request_reaches_the_client() {
     let (fake, gw) = one_provider().await;
     fake.set_mode(Mode::Status(400));
-    let r = gw.chat(json!({"model":"alpha-2024-01-01","messages":user("hi")})).await;
+    let r = gw
+        .chat(json!({"model":"alpha-2024-01-01","messages":user("hi")}))
+        .await;
     let v = r.error(400, "invalid_request");
-    assert!(v["error"]["message"].as_str().unwrap().contains("alpha says 400"));
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("alpha says 400"));
 }
 
 #[tokio::test]
 async fn unparseable_upstream_reply_is_a_502() {
     let (fake, gw) = one_provider().await;
     fake.set_mode(Mode::Garbage);
-    let r = gw.chat(json!({"model":"alpha-2024-01-01","messages":user("hi")})).await;
+    let r = gw
+        .chat(json!({"model":"alpha-2024-01-01","messages":user("hi")}))
+        .await;
     r.error(502, "upstream_error");
     assert!(gw.is_healthy().await);
 }

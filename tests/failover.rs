@@ -40,10 +40,14 @@ async fn fails_over_within_the_tier_on_500_and_429() {
     let (f, gw) = setup().await;
     for status in [500, 503, 429] {
         f[0].set_mode(Mode::Status(status));
-        let r = gw.chat(json!({"model":"econ-a","messages":user("hi")})).await;
+        let r = gw
+            .chat(json!({"model":"econ-a","messages":user("hi")}))
+            .await;
         assert_eq!(r.status, 200, "{status}: {}", r.text());
         assert_eq!(r.json()["model"], "econ-b", "after {status}");
-        let r = gw.chat(json!({"model":"econ-a","messages":user("hi"),"stream":true})).await;
+        let r = gw
+            .chat(json!({"model":"econ-a","messages":user("hi"),"stream":true}))
+            .await;
         assert_eq!(first_chunk_model(&r), "econ-b");
     }
     assert!(f[0].chat_count() >= 1, "the named model was tried first");
@@ -61,7 +65,9 @@ async fn refused_connection_fails_over() {
         model("econ-b", "pb", "economy", ""),
     );
     let gw = Gateway::start(&cfg).await;
-    let r = gw.chat(json!({"model":"econ-a","messages":user("hi")})).await;
+    let r = gw
+        .chat(json!({"model":"econ-a","messages":user("hi")}))
+        .await;
     assert_eq!(r.json()["model"], "econ-b");
 }
 
@@ -70,17 +76,28 @@ async fn falls_back_to_self_hosted_last_then_502() {
     let (f, gw) = setup().await;
     f[0].set_mode(Mode::Status(500));
     f[1].set_mode(Mode::Status(502));
-    let r = gw.chat(json!({"model":"economy","messages":user("hi")})).await;
+    let r = gw
+        .chat(json!({"model":"economy","messages":user("hi")}))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["model"], "local-1");
-    let r = gw.chat(json!({"model":"econ-b","messages":user("hi"),"stream":true})).await;
+    let r = gw
+        .chat(json!({"model":"econ-b","messages":user("hi"),"stream":true}))
+        .await;
     assert_eq!(first_chunk_model(&r), "local-1");
 
     f[3].set_mode(Mode::Status(500));
-    let r = gw.chat(json!({"model":"econ-a","messages":user("hi")})).await;
+    let r = gw
+        .chat(json!({"model":"econ-a","messages":user("hi")}))
+        .await;
     let v = r.error(502, "upstream_error");
-    assert!(v["error"]["message"].as_str().unwrap().contains("failed"), "{v}");
-    let r = gw.chat(json!({"model":"econ-a","messages":user("hi"),"stream":true})).await;
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("failed"),
+        "{v}"
+    );
+    let r = gw
+        .chat(json!({"model":"econ-a","messages":user("hi"),"stream":true}))
+        .await;
     r.error(502, "upstream_error");
     assert!(gw.is_healthy().await);
 }
@@ -89,7 +106,9 @@ async fn falls_back_to_self_hosted_last_then_502() {
 async fn error_as_first_event_fails_over() {
     let (f, gw) = setup().await;
     f[0].set_mode(Mode::ErrorFirst);
-    let r = gw.chat(json!({"model":"econ-a","messages":user("hi"),"stream":true})).await;
+    let r = gw
+        .chat(json!({"model":"econ-a","messages":user("hi"),"stream":true}))
+        .await;
     assert_eq!(r.status, 200);
     assert_eq!(first_chunk_model(&r), "econ-b");
     assert_eq!(r.sse_data().last().unwrap(), "[DONE]");
@@ -100,7 +119,9 @@ async fn error_as_first_event_fails_over() {
 async fn death_mid_stream_ends_with_an_error_event_and_no_done() {
     let (f, gw) = setup().await;
     f[0].set_mode(Mode::DieAfter(3));
-    let r = gw.chat(json!({"model":"econ-a","messages":user("hi"),"stream":true})).await;
+    let r = gw
+        .chat(json!({"model":"econ-a","messages":user("hi"),"stream":true}))
+        .await;
     assert_eq!(r.status, 200);
     let data = r.sse_data();
     assert!(!data.iter().any(|d| d == "[DONE]"), "{data:?}");
@@ -126,20 +147,43 @@ async fn unhealthy_endpoint_is_skipped_and_used_again_after_recovery() {
     let gw = Gateway::start(&cfg).await;
     sick.set_healthy(false);
     // Wait for the checker to see it.
-    let seen = sick.state.health_checks.load(std::sync::atomic::Ordering::SeqCst);
+    let seen = sick
+        .state
+        .health_checks
+        .load(std::sync::atomic::Ordering::SeqCst);
     for _ in 0..100 {
-        if sick.state.health_checks.load(std::sync::atomic::Ordering::SeqCst) > seen + 1 {
+        if sick
+            .state
+            .health_checks
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > seen + 1
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let before = sick.chat_count();
     for _ in 0..6 {
-        assert_eq!(gw.chat(json!({"model":"m","messages":user("hi")})).await.status, 200);
+        assert_eq!(
+            gw.chat(json!({"model":"m","messages":user("hi")}))
+                .await
+                .status,
+            200
+        );
     }
-    assert_eq!(sick.chat_count(), before, "an unhealthy endpoint gets no traffic");
+    assert_eq!(
+        sick.chat_count(),
+        before,
+        "an unhealthy endpoint gets no traffic"
+    );
     let metrics = get(gw.metrics_addr, "/metrics").await.text();
-    assert!(metrics.contains(&format!("tollgate_upstream_healthy{{endpoint=\"{}\",provider=\"pool\"}} 0", sick.addr)), "{metrics}");
+    assert!(
+        metrics.contains(&format!(
+            "tollgate_upstream_healthy{{endpoint=\"{}\",provider=\"pool\"}} 0",
+            sick.addr
+        )),
+        "{metrics}"
+    );
 
     sick.set_healthy(true);
     let mut recovered = false;
@@ -160,7 +204,11 @@ async fn consecutive_failures_eject_an_endpoint_passively() {
     let bad = FakeProvider::start("bad").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}{}",
-        provider("pool", &[&bad, &good], "eject_after_failures = 2\neject_secs = 60"),
+        provider(
+            "pool",
+            &[&bad, &good],
+            "eject_after_failures = 2\neject_secs = 60"
+        ),
         model("m", "pool", "economy", ""),
     );
     let gw = Gateway::start(&cfg).await;
@@ -169,5 +217,9 @@ async fn consecutive_failures_eject_an_endpoint_passively() {
         let r = gw.chat(json!({"model":"m","messages":user("hi")})).await;
         assert_eq!(r.status, 200, "the pool's other endpoint answers");
     }
-    assert_eq!(bad.chat_count(), 2, "ejected after two consecutive failures");
+    assert_eq!(
+        bad.chat_count(),
+        2,
+        "ejected after two consecutive failures"
+    );
 }

@@ -11,7 +11,10 @@ use support::*;
 use tollgate_filters::time::format_date;
 
 fn date_in_days(days: i64) -> String {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
     format_date(now + days * 86_400)
 }
 
@@ -52,19 +55,39 @@ async fn model_list_and_pricing() {
     assert!(r.header("x-request-id").is_some());
     let v = r.json();
     assert_eq!(v["object"], "list");
-    let ids: Vec<&str> = v["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
-    for id in ["new-2026-06-01", "noticed-2025-01-01", "big-2026-01-01", "new", "normal", "powerful"] {
+    let ids: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    for id in [
+        "new-2026-06-01",
+        "noticed-2025-01-01",
+        "big-2026-01-01",
+        "new",
+        "normal",
+        "powerful",
+    ] {
         assert!(ids.contains(&id), "{id} missing from {ids:?}");
     }
     assert!(!ids.contains(&"gone-2023-01-01") && !ids.contains(&"retired-2024-01-01"));
-    assert!(!ids.contains(&"economy"), "a tier with no model is not listed");
+    assert!(
+        !ids.contains(&"economy"),
+        "a tier with no model is not listed"
+    );
     for m in v["data"].as_array().unwrap() {
         assert_eq!(m["object"], "model");
         assert!(m["created"].is_i64() && m["owned_by"].is_string());
     }
 
     let p = get(gw.addr, "/v1/models/pricing").await.json();
-    let new = p["data"].as_array().unwrap().iter().find(|m| m["id"] == "new-2026-06-01").unwrap();
+    let new = p["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "new-2026-06-01")
+        .unwrap();
     assert_eq!(new["provider"], "p");
     assert_eq!(new["tier"], "normal");
     assert_eq!(new["aliases"], json!(["new"]));
@@ -72,7 +95,12 @@ async fn model_list_and_pricing() {
     assert_eq!(new["output_credits_per_1k"], 2.0);
     assert_eq!(new["max_output_tokens"], 1000);
     assert_eq!(new["guest"], true);
-    let noticed = p["data"].as_array().unwrap().iter().find(|m| m["id"] == "noticed-2025-01-01").unwrap();
+    let noticed = p["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "noticed-2025-01-01")
+        .unwrap();
     assert_eq!(noticed["retires_at"], date_in_days(40));
     assert_eq!(noticed["replacement"], "new-2026-06-01");
 }
@@ -82,24 +110,35 @@ async fn deprecation_headers_replacement_then_404() {
     let fake = FakeProvider::start("p").await;
     let gw = catalog_gateway(&fake).await;
     // In notice: served as itself, with Deprecation and Sunset.
-    let r = gw.chat(json!({"model":"noticed-2025-01-01","messages":user("hi")})).await;
+    let r = gw
+        .chat(json!({"model":"noticed-2025-01-01","messages":user("hi")}))
+        .await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["model"], "noticed-2025-01-01");
     assert!(r.header("deprecation").unwrap().starts_with('@'));
     assert!(r.header("sunset").unwrap().ends_with("00:00:00 GMT"));
-    let r = gw.chat(json!({"model":"noticed-2025-01-01","messages":user("hi"),"stream":true})).await;
+    let r = gw
+        .chat(json!({"model":"noticed-2025-01-01","messages":user("hi"),"stream":true}))
+        .await;
     assert!(r.header("sunset").is_some());
     // Not deprecated: no headers.
     let r = gw.chat(json!({"model":"new","messages":user("hi")})).await;
     assert!(r.header("deprecation").is_none());
     // Retired less than 90 days ago: served by the replacement.
-    let r = gw.chat(json!({"model":"retired-2024-01-01","messages":user("hi")})).await;
+    let r = gw
+        .chat(json!({"model":"retired-2024-01-01","messages":user("hi")}))
+        .await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["model"], "new-2026-06-01");
     // Retired more than 90 days ago: 404 naming the replacement.
-    let r = gw.chat(json!({"model":"gone-2023-01-01","messages":user("hi")})).await;
+    let r = gw
+        .chat(json!({"model":"gone-2023-01-01","messages":user("hi")}))
+        .await;
     let v = r.error(404, "model_not_found");
-    assert!(v["error"]["message"].as_str().unwrap().contains("new-2026-06-01"));
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("new-2026-06-01"));
 }
 
 #[tokio::test]
@@ -132,11 +171,20 @@ async fn metrics_and_health_endpoints() {
 async fn sighup_reloads_without_dropping_a_request_in_flight() {
     let fake = FakeProvider::start("p").await;
     fake.set_mode(Mode::Slow(Duration::from_millis(150)));
-    let before = format!("{FAST_TIMEOUTS}{}{}", provider("p", &[&fake], ""), model("m1", "p", "economy", ""));
+    let before = format!(
+        "{FAST_TIMEOUTS}{}{}",
+        provider("p", &[&fake], ""),
+        model("m1", "p", "economy", "")
+    );
     let gw = Gateway::start(&before).await;
     let addr = gw.addr;
     let in_flight = tokio::spawn(async move {
-        post_json(addr, "/v1/chat/completions", &json!({"model":"m1","messages":user("hi"),"stream":true})).await
+        post_json(
+            addr,
+            "/v1/chat/completions",
+            &json!({"model":"m1","messages":user("hi"),"stream":true}),
+        )
+        .await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = format!(
@@ -158,15 +206,30 @@ async fn sighup_reloads_without_dropping_a_request_in_flight() {
     assert!(reloaded, "new models after SIGHUP: {}", gw.log());
     let r = in_flight.await.unwrap();
     assert_eq!(r.status, 200);
-    assert_eq!(r.sse_data().last().unwrap(), "[DONE]", "the in-flight stream finished: {}", r.text());
+    assert_eq!(
+        r.sse_data().last().unwrap(),
+        "[DONE]",
+        "the in-flight stream finished: {}",
+        r.text()
+    );
     fake.set_mode(Mode::Ok);
-    assert_eq!(gw.chat(json!({"model":"fresh","messages":user("hi")})).await.json()["model"], "m2");
+    assert_eq!(
+        gw.chat(json!({"model":"fresh","messages":user("hi")}))
+            .await
+            .json()["model"],
+        "m2"
+    );
 
     // An invalid file is refused and the running config stays.
     gw.reload_with("[[models]]\nid = \"broken\"\n");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(gw.log().contains("config reload refused"), "{}", gw.log());
-    assert_eq!(gw.chat(json!({"model":"fresh","messages":user("hi")})).await.status, 200);
+    assert_eq!(
+        gw.chat(json!({"model":"fresh","messages":user("hi")}))
+            .await
+            .status,
+        200
+    );
     let metrics = get(gw.metrics_addr, "/metrics").await.text();
     assert!(metrics.contains("tollgate_config_reloads_total{result=\"refused\"} 1"));
     assert!(metrics.contains("tollgate_config_reloads_total{result=\"ok\"} 1"));
@@ -181,18 +244,39 @@ fn check_config_reports_every_problem_with_its_path() {
         "[server]\nlisten = \"x\"\n[[providers]]\nname = \"p\"\nendpoints = []\n[[models]]\nid = \"m\"\nprovider = \"nope\"\ntier = \"cheap\"\ninput_credits_per_1k = -1\noutput_credits_per_1k = 1\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_tollgate")).args(["check-config", "--config"]).arg(&bad).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check-config", "--config"])
+        .arg(&bad)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    for path in ["server.listen", "providers[0].endpoints", "models[0].provider", "models[0].tier", "models[0].input_credits_per_1k"] {
+    for path in [
+        "server.listen",
+        "providers[0].endpoints",
+        "models[0].provider",
+        "models[0].tier",
+        "models[0].input_credits_per_1k",
+    ] {
         assert!(err.contains(path), "{path} not in {err}");
     }
     let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args(["check-config", "--config", concat!(env!("CARGO_MANIFEST_DIR"), "/conf/tollgate.toml")])
+        .args([
+            "check-config",
+            "--config",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/conf/tollgate.toml"),
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = Command::new(env!("CARGO_BIN_EXE_tollgate")).args(["check-config", "--config", "/nonexistent.toml"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check-config", "--config", "/nonexistent.toml"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -203,7 +287,11 @@ async fn served_model_listing_survives_garbage_requests() {
     let gw = catalog_gateway(&fake).await;
     // A request line that is not HTTP, then a header block that never ends properly.
     let _ = raw_request_lossy(gw.addr, b"GARBAGE\r\n\r\n").await;
-    let _ = raw_request_lossy(gw.addr, b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: abc\r\n\r\n{}").await;
+    let _ = raw_request_lossy(
+        gw.addr,
+        b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: abc\r\n\r\n{}",
+    )
+    .await;
     assert!(gw.is_healthy().await);
     let v: Value = get(gw.addr, "/v1/models").await.json();
     assert_eq!(v["object"], "list");

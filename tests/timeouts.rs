@@ -20,7 +20,9 @@ async fn connect_timeout_fails_over() {
     let addr = listener.local_addr().unwrap();
     let mut fillers = Vec::new();
     for _ in 0..4 {
-        if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(addr)).await {
+        if let Ok(Ok(s)) =
+            tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(addr)).await
+        {
             fillers.push(s);
         }
     }
@@ -37,7 +39,10 @@ async fn connect_timeout_fails_over() {
     let took = t.elapsed();
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["model"], "b");
-    assert!(took >= Duration::from_millis(400), "waited for the connect timeout: {took:?}");
+    assert!(
+        took >= Duration::from_millis(400),
+        "waited for the connect timeout: {took:?}"
+    );
     assert!(took < Duration::from_secs(5), "but no longer: {took:?}");
     drop(listener);
 }
@@ -61,7 +66,10 @@ async fn non_streaming_response_deadline_is_total() {
     let took = t.elapsed();
     r.error(502, "upstream_error");
     assert!(took >= Duration::from_millis(900), "{took:?}");
-    assert!(took < Duration::from_millis(2500), "one deadline for the whole request, not per attempt: {took:?}");
+    assert!(
+        took < Duration::from_millis(2500),
+        "one deadline for the whole request, not per attempt: {took:?}"
+    );
 }
 
 #[tokio::test]
@@ -75,15 +83,23 @@ async fn upstream_silence_between_chunks_ends_the_stream() {
     );
     let gw = Gateway::start(&cfg).await;
     let t = Instant::now();
-    let r = gw.chat(json!({"model":"a","messages":user("hi"),"stream":true})).await;
+    let r = gw
+        .chat(json!({"model":"a","messages":user("hi"),"stream":true}))
+        .await;
     let took = t.elapsed();
     assert_eq!(r.status, 200);
     let data = r.sse_data();
     let last: Value = serde_json::from_str(data.last().unwrap()).unwrap();
     assert_eq!(last["error"]["type"], "upstream_error");
-    assert!(last["error"]["message"].as_str().unwrap().contains("silent"));
+    assert!(last["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("silent"));
     assert!(!data.iter().any(|d| d == "[DONE]"));
-    assert!(took >= Duration::from_millis(650) && took < Duration::from_secs(4), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(650) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
 }
 
 #[tokio::test]
@@ -100,13 +116,19 @@ async fn stream_that_never_starts_fails_over_after_stream_chunk() {
     );
     let gw = Gateway::start(&cfg).await;
     let t = Instant::now();
-    let r = gw.chat(json!({"model":"a","messages":user("hi"),"stream":true})).await;
+    let r = gw
+        .chat(json!({"model":"a","messages":user("hi"),"stream":true}))
+        .await;
     assert_eq!(r.status, 200);
     // Nothing had reached the client, so the silent upstream was abandoned for the next one.
     let first: Value = serde_json::from_str(&r.sse_data()[0]).unwrap();
     assert_eq!(first["model"], "b");
     assert_eq!(r.sse_data().last().unwrap(), "[DONE]");
-    assert!(t.elapsed() >= Duration::from_millis(450), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(450),
+        "{:?}",
+        t.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -119,7 +141,9 @@ async fn sse_comment_keeps_a_slow_stream_alive() {
         model("a", "p", "economy", ""),
     );
     let gw = Gateway::start(&cfg).await;
-    let r = gw.chat(json!({"model":"a","messages":user("hi"),"stream":true})).await;
+    let r = gw
+        .chat(json!({"model":"a","messages":user("hi"),"stream":true}))
+        .await;
     assert_eq!(r.status, 200);
     let text = r.text();
     assert!(text.contains(": keep-alive\n\n"), "{text}");

@@ -14,7 +14,9 @@ pub enum ErrorKind {
     InsufficientCredits,
     ModelNotFound,
     /// `retry_after` is whole seconds until a request would be admitted (at least 1).
-    RateLimited { retry_after: u64 },
+    RateLimited {
+        retry_after: u64,
+    },
     Internal,
     Upstream,
     ServiceUnavailable,
@@ -115,7 +117,11 @@ mod tests {
             (ErrorKind::Authentication, 401, "authentication_error"),
             (ErrorKind::InsufficientCredits, 402, "insufficient_credits"),
             (ErrorKind::ModelNotFound, 404, "model_not_found"),
-            (ErrorKind::RateLimited { retry_after: 3 }, 429, "rate_limit_exceeded"),
+            (
+                ErrorKind::RateLimited { retry_after: 3 },
+                429,
+                "rate_limit_exceeded",
+            ),
             (ErrorKind::Internal, 500, "internal_error"),
             (ErrorKind::Upstream, 502, "upstream_error"),
             (ErrorKind::ServiceUnavailable, 503, "service_unavailable"),

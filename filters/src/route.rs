@@ -258,7 +258,10 @@ mod tests {
         let c = catalog();
         assert_eq!(c.resolve("e1", 0).unwrap().target, Target::Model(0));
         assert_eq!(c.resolve("econ", 0).unwrap().target, Target::Model(1));
-        assert_eq!(c.resolve("powerful", 0).unwrap().target, Target::Tier(Tier::Powerful));
+        assert_eq!(
+            c.resolve("powerful", 0).unwrap().target,
+            Target::Tier(Tier::Powerful)
+        );
         let e = c.resolve("nope", 0).unwrap_err();
         assert_eq!(e.kind, ErrorKind::ModelNotFound);
     }
@@ -269,12 +272,22 @@ mod tests {
         let all = |_: &ModelSpec| true;
         assert_eq!(c.plan(Target::Model(1), 0, false, all), vec![1, 0, 4, 3]);
         assert_eq!(c.plan(Target::Model(2), 0, false, all), vec![2, 3]);
-        assert_eq!(c.plan(Target::Tier(Tier::Economy), 0, false, all), vec![0, 1, 4, 3]);
+        assert_eq!(
+            c.plan(Target::Tier(Tier::Economy), 0, false, all),
+            vec![0, 1, 4, 3]
+        );
         // Unusable providers are skipped.
-        assert_eq!(c.plan(Target::Model(0), 0, false, |m: &ModelSpec| m.provider != "a"), vec![1, 3]);
+        assert_eq!(
+            c.plan(Target::Model(0), 0, false, |m: &ModelSpec| m.provider
+                != "a"),
+            vec![1, 3]
+        );
         // Retired models leave the tier.
         let later = 1000 + MIN_NOTICE_SECS;
-        assert_eq!(c.plan(Target::Tier(Tier::Economy), later, false, all), vec![0, 1, 3]);
+        assert_eq!(
+            c.plan(Target::Tier(Tier::Economy), later, false, all),
+            vec![0, 1, 3]
+        );
         // Guests only see guest models.
         assert!(c.plan(Target::Tier(Tier::Economy), 0, true, all).is_empty());
     }
@@ -286,7 +299,10 @@ mod tests {
         let n = c.resolve("old-2020-01-01", 1000).unwrap().notice.unwrap();
         assert_eq!(n.retires_at, 1000 + MIN_NOTICE_SECS);
         let retired = 1000 + MIN_NOTICE_SECS;
-        assert_eq!(c.resolve("old-2020-01-01", retired).unwrap().target, Target::Model(0));
+        assert_eq!(
+            c.resolve("old-2020-01-01", retired).unwrap().target,
+            Target::Model(0)
+        );
         let gone = retired + RETIRED_GRACE_SECS;
         let e = c.resolve("old-2020-01-01", gone).unwrap_err();
         assert_eq!(e.kind, ErrorKind::ModelNotFound);

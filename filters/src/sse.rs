@@ -15,7 +15,9 @@ pub struct SseEvent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SseError {
     /// One event (or one line) grew past the bound: the upstream is not speaking SSE.
-    TooLarge { limit: usize },
+    TooLarge {
+        limit: usize,
+    },
     InvalidUtf8,
 }
 
@@ -160,13 +162,23 @@ mod tests {
         out
     }
 
-    const STREAM: &str = "data: {\"a\":1}\n\n: comment\n\nevent: error\ndata: {\"b\":\ndata: 2}\n\ndata:[DONE]\n\n";
+    const STREAM: &str =
+        "data: {\"a\":1}\n\n: comment\n\nevent: error\ndata: {\"b\":\ndata: 2}\n\ndata:[DONE]\n\n";
 
     fn expected() -> Vec<SseEvent> {
         vec![
-            SseEvent { event: None, data: "{\"a\":1}".into() },
-            SseEvent { event: Some("error".into()), data: "{\"b\":\n2}".into() },
-            SseEvent { event: None, data: "[DONE]".into() },
+            SseEvent {
+                event: None,
+                data: "{\"a\":1}".into(),
+            },
+            SseEvent {
+                event: Some("error".into()),
+                data: "{\"b\":\n2}".into(),
+            },
+            SseEvent {
+                event: None,
+                data: "[DONE]".into(),
+            },
         ]
     }
 
@@ -188,7 +200,11 @@ mod tests {
         for text in [STREAM.to_string(), STREAM.replace('\n', "\r\n")] {
             let bytes = text.as_bytes();
             for i in 0..=bytes.len() {
-                assert_eq!(decode_all(&[&bytes[..i], &bytes[i..]]), expected(), "split at {i}");
+                assert_eq!(
+                    decode_all(&[&bytes[..i], &bytes[i..]]),
+                    expected(),
+                    "split at {i}"
+                );
             }
             // Deterministic pseudo-random multi-way splits (xorshift), many pieces per stream.
             let mut seed = 0x9E3779B97F4A7C15u64;

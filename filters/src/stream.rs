@@ -100,7 +100,10 @@ impl StreamRewriter {
             chunk.remove("usage");
         }
         chunk.insert("model".into(), Value::String(self.model.clone()));
-        chunk.insert("object".into(), Value::String("chat.completion.chunk".into()));
+        chunk.insert(
+            "object".into(),
+            Value::String("chat.completion.chunk".into()),
+        );
         if let Some(id) = chunk.get("id") {
             self.last_id = Some(id.clone());
         }
@@ -112,7 +115,9 @@ impl StreamRewriter {
         let mut split_finish: Option<Value> = None;
         if let Some(Value::Array(choices)) = chunk.get_mut("choices") {
             for choice in choices.iter_mut() {
-                let Some(choice) = choice.as_object_mut() else { continue };
+                let Some(choice) = choice.as_object_mut() else {
+                    continue;
+                };
                 if let Some(delta) = choice.get("delta").and_then(Value::as_object) {
                     self.collect_text(delta);
                 }
@@ -263,7 +268,9 @@ mod tests {
     use serde_json::json;
 
     fn emitted(step: StreamStep) -> Vec<Value> {
-        let StreamStep::Emit(bytes) = step else { panic!("expected emit, got {step:?}") };
+        let StreamStep::Emit(bytes) = step else {
+            panic!("expected emit, got {step:?}")
+        };
         String::from_utf8(bytes)
             .unwrap()
             .split("\n\n")
@@ -279,7 +286,13 @@ mod tests {
         assert_eq!(c[0]["model"], "pinned-1");
         let c = emitted(r.on_event(r#"{"id":"x","created":1,"model":"up","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#));
         assert!(c.is_empty());
-        assert_eq!(r.upstream_usage(), Some(Usage { prompt_tokens: 3, completion_tokens: 1 }));
+        assert_eq!(
+            r.upstream_usage(),
+            Some(Usage {
+                prompt_tokens: 3,
+                completion_tokens: 1
+            })
+        );
         assert_eq!(r.on_event("[DONE]"), StreamStep::Done);
         assert_eq!(r.delivered_text(), "hi");
     }
@@ -306,8 +319,14 @@ mod tests {
     #[test]
     fn error_events_and_garbage() {
         let mut r = StreamRewriter::new("m", false);
-        assert!(matches!(r.on_event(r#"{"error":{"message":"overloaded"}}"#), StreamStep::UpstreamError(_)));
-        assert!(matches!(r.on_event("not json"), StreamStep::UpstreamError(_)));
+        assert!(matches!(
+            r.on_event(r#"{"error":{"message":"overloaded"}}"#),
+            StreamStep::UpstreamError(_)
+        ));
+        assert!(matches!(
+            r.on_event("not json"),
+            StreamStep::UpstreamError(_)
+        ));
     }
 
     #[test]
@@ -316,7 +335,13 @@ mod tests {
         let (out, usage, counted) = rewrite_completion(raw, "pinned", || 8).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert!(counted);
-        assert_eq!(usage, Usage { prompt_tokens: 8, completion_tokens: 2 });
+        assert_eq!(
+            usage,
+            Usage {
+                prompt_tokens: 8,
+                completion_tokens: 2
+            }
+        );
         assert_eq!(v["usage"]["total_tokens"], 10);
         assert_eq!(v["model"], "pinned");
         assert!(rewrite_completion(b"<html>", "m", || 0).is_err());

@@ -80,8 +80,18 @@ mod tests {
         assert_eq!(parse_date("1970-01-01"), Some(0));
         assert_eq!(parse_date("2027-02-01"), Some(1_801_440_000));
         assert_eq!(format_date(1_801_440_000), "2027-02-01");
-        assert_eq!(parse_date("2024-02-29").map(format_date).as_deref(), Some("2024-02-29"));
-        for bad in ["2027-02-30", "2027-13-01", "27-01-01", "2027/01/01", "", "2027-00-10"] {
+        assert_eq!(
+            parse_date("2024-02-29").map(format_date).as_deref(),
+            Some("2024-02-29")
+        );
+        for bad in [
+            "2027-02-30",
+            "2027-13-01",
+            "27-01-01",
+            "2027/01/01",
+            "",
+            "2027-00-10",
+        ] {
             assert_eq!(parse_date(bad), None, "{bad}");
         }
     }
@@ -90,6 +100,9 @@ mod tests {
     fn http_dates() {
         assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
         assert_eq!(http_date(1_801_440_000), "Mon, 01 Feb 2027 00:00:00 GMT");
-        assert_eq!(http_date(1_801_440_000 + 3661), "Mon, 01 Feb 2027 01:01:01 GMT");
+        assert_eq!(
+            http_date(1_801_440_000 + 3661),
+            "Mon, 01 Feb 2027 01:01:01 GMT"
+        );
     }
 }

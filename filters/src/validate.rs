@@ -9,7 +9,14 @@ use serde_json::{Map, Value};
 
 use crate::GatewayError;
 
-const ROLES: &[&str] = &["system", "user", "assistant", "tool", "developer", "function"];
+const ROLES: &[&str] = &[
+    "system",
+    "user",
+    "assistant",
+    "tool",
+    "developer",
+    "function",
+];
 const TOOL_CHOICES: &[&str] = &["auto", "none", "required"];
 
 /// A validated request: the fields the pipeline needs, and the body to pass on.
@@ -98,7 +105,12 @@ pub fn parse_chat_request(raw: &[u8]) -> Result<ChatRequest, GatewayError> {
         Some(Value::Object(o)) => match o.get("include_usage") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
-            Some(_) => return Err(field_err("stream_options.include_usage", "must be a boolean")),
+            Some(_) => {
+                return Err(field_err(
+                    "stream_options.include_usage",
+                    "must be a boolean",
+                ))
+            }
         },
         Some(_) => return Err(field_err("stream_options", "must be an object")),
     };
@@ -110,7 +122,7 @@ pub fn parse_chat_request(raw: &[u8]) -> Result<ChatRequest, GatewayError> {
         check_tool_choice(tc)?;
     }
     if let Some(n) = body.get("n") {
-        if !n.is_null() && !n.as_u64().is_some_and(|n| n >= 1) {
+        if !n.is_null() && n.as_u64().is_none_or(|n| n < 1) {
             return Err(field_err("n", "must be a positive integer"));
         }
     }
@@ -179,7 +191,10 @@ fn check_message(i: usize, m: &Value) -> Result<(), GatewayError> {
         }
     }
     if role == "tool" && !o.get("tool_call_id").is_some_and(Value::is_string) {
-        return Err(field_err(&field("tool_call_id"), "is required for role tool"));
+        return Err(field_err(
+            &field("tool_call_id"),
+            "is required for role tool",
+        ));
     }
     Ok(())
 }
@@ -204,7 +219,12 @@ fn check_tools(tools: &Value) -> Result<(), GatewayError> {
         };
         match f.get("name") {
             Some(Value::String(n)) if !n.is_empty() => {}
-            _ => return Err(field_err(&at(".function.name"), "must be a non-empty string")),
+            _ => {
+                return Err(field_err(
+                    &at(".function.name"),
+                    "must be a non-empty string",
+                ))
+            }
         }
         if let Some(d) = f.get("description") {
             if !d.is_string() && !d.is_null() {
@@ -227,7 +247,10 @@ fn check_tools(tools: &Value) -> Result<(), GatewayError> {
                 }
             }
             if let Some(req) = p.get("required") {
-                if !req.as_array().is_some_and(|a| a.iter().all(Value::is_string)) {
+                if !req
+                    .as_array()
+                    .is_some_and(|a| a.iter().all(Value::is_string))
+                {
                     return Err(field_err(
                         &at(".function.parameters.required"),
                         "must be an array of strings",
@@ -335,36 +358,68 @@ mod tests {
 
     #[test]
     fn each_bad_field_is_named() {
-        assert!(parse_chat_request(b"{not json").unwrap_err().message.starts_with("body:"));
-        assert!(parse_chat_request(b"[1]").unwrap_err().message.starts_with("body:"));
+        assert!(parse_chat_request(b"{not json")
+            .unwrap_err()
+            .message
+            .starts_with("body:"));
+        assert!(parse_chat_request(b"[1]")
+            .unwrap_err()
+            .message
+            .starts_with("body:"));
         assert!(err_of(json!({"messages":msg()})).starts_with("model:"));
         assert!(err_of(json!({"model":5,"messages":msg()})).starts_with("model:"));
         assert!(err_of(json!({"model":"m"})).starts_with("messages:"));
         assert!(err_of(json!({"model":"m","messages":[]})).starts_with("messages:"));
-        assert!(err_of(json!({"model":"m","messages":[{"role":"wizard","content":"x"}]}))
+        assert!(
+            err_of(json!({"model":"m","messages":[{"role":"wizard","content":"x"}]}))
+                .starts_with("messages[0].role")
+        );
+        assert!(err_of(json!({"model":"m","messages":[{"content":"x"}]}))
             .starts_with("messages[0].role"));
-        assert!(err_of(json!({"model":"m","messages":[{"content":"x"}]})).starts_with("messages[0].role"));
-        assert!(err_of(json!({"model":"m","messages":[{"role":"user"}]})).starts_with("messages[0].content"));
-        assert!(err_of(json!({"model":"m","messages":[{"role":"user","content":3}]})).starts_with("messages[0].content"));
+        assert!(err_of(json!({"model":"m","messages":[{"role":"user"}]}))
+            .starts_with("messages[0].content"));
+        assert!(
+            err_of(json!({"model":"m","messages":[{"role":"user","content":3}]}))
+                .starts_with("messages[0].content")
+        );
         for t in [json!(-0.1), json!(2.5), json!("hot")] {
-            assert!(err_of(json!({"model":"m","messages":msg(),"temperature":t})).starts_with("temperature"));
+            assert!(
+                err_of(json!({"model":"m","messages":msg(),"temperature":t}))
+                    .starts_with("temperature")
+            );
         }
         for n in [json!(0), json!(-3), json!(1.5), json!("9")] {
-            assert!(err_of(json!({"model":"m","messages":msg(),"max_tokens":n})).starts_with("max_tokens"));
+            assert!(err_of(json!({"model":"m","messages":msg(),"max_tokens":n}))
+                .starts_with("max_tokens"));
         }
         assert!(err_of(json!({"model":"m","messages":msg(),"stream":"yes"})).starts_with("stream"));
         assert!(err_of(json!({"model":"m","messages":msg(),"tools":{}})).starts_with("tools"));
-        assert!(err_of(json!({"model":"m","messages":msg(),"tools":[{"type":"function"}]})).starts_with("tools[0].function"));
-        assert!(err_of(json!({"model":"m","messages":msg(),"tools":[{"type":"x","function":{"name":"f"}}]})).starts_with("tools[0].type"));
+        assert!(
+            err_of(json!({"model":"m","messages":msg(),"tools":[{"type":"function"}]}))
+                .starts_with("tools[0].function")
+        );
+        assert!(err_of(
+            json!({"model":"m","messages":msg(),"tools":[{"type":"x","function":{"name":"f"}}]})
+        )
+        .starts_with("tools[0].type"));
         assert!(err_of(json!({"model":"m","messages":msg(),"tools":[{"type":"function","function":{"name":"f","parameters":{"required":"a"}}}]}))
             .starts_with("tools[0].function.parameters.required"));
-        assert!(err_of(json!({"model":"m","messages":msg(),"tool_choice":"always"})).starts_with("tool_choice"));
-        assert!(err_of(json!({"model":"m","messages":msg(),"tool_choice":7})).starts_with("tool_choice"));
+        assert!(
+            err_of(json!({"model":"m","messages":msg(),"tool_choice":"always"}))
+                .starts_with("tool_choice")
+        );
+        assert!(
+            err_of(json!({"model":"m","messages":msg(),"tool_choice":7}))
+                .starts_with("tool_choice")
+        );
     }
 
     #[test]
     fn upstream_body_sets_model_usage_and_max_tokens() {
-        let r = parse(json!({"model":"alias","messages":msg(),"stream":true,"max_tokens":100,"seed":1})).unwrap();
+        let r = parse(
+            json!({"model":"alias","messages":msg(),"stream":true,"max_tokens":100,"seed":1}),
+        )
+        .unwrap();
         let out: Value = serde_json::from_slice(&upstream_body(&r, "up-1", Some(40))).unwrap();
         assert_eq!(out["model"], "up-1");
         assert_eq!(out["max_tokens"], 40);

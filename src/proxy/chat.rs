@@ -14,7 +14,11 @@ use tollgate_filters::GatewayError;
 
 use super::{forward, unix_now, Gateway, RequestCtx};
 
-pub async fn handle(gw: &Gateway, session: &mut Session, ctx: &mut RequestCtx) -> Result<(), GatewayError> {
+pub async fn handle(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<(), GatewayError> {
     let rt = gw.shared.runtime.load_full();
     let max = rt.config.raw.server.max_body_bytes;
     let raw = read_body(session, max).await?;
@@ -26,14 +30,18 @@ pub async fn handle(gw: &Gateway, session: &mut Session, ctx: &mut RequestCtx) -
     let catalog = &rt.config.catalog;
     let resolution = catalog.resolve(&req.model, now)?;
     let plan = catalog.plan(resolution.target, now, false, |m| {
-        rt.pools.get(&m.provider).is_some_and(|p| p.has_usable_endpoint())
+        rt.pools
+            .get(&m.provider)
+            .is_some_and(|p| p.has_usable_endpoint())
     });
     if plan.is_empty() {
         let what = match resolution.target {
             Target::Model(i) => catalog.model(i).id.clone(),
             Target::Tier(t) => format!("tier {}", t.as_str()),
         };
-        return Err(GatewayError::upstream(format!("no healthy upstream can serve {what}")));
+        return Err(GatewayError::upstream(format!(
+            "no healthy upstream can serve {what}"
+        )));
     }
     let mut extra: Vec<(&'static str, String)> = Vec::new();
     if let Some(n) = resolution.notice {
@@ -67,7 +75,11 @@ async fn read_body(session: &mut Session, max: usize) -> Result<BytesMut, Gatewa
                 buf.extend_from_slice(&chunk);
             }
             Ok(None) => break,
-            Err(e) => return Err(GatewayError::invalid(format!("body: could not be read ({e})"))),
+            Err(e) => {
+                return Err(GatewayError::invalid(format!(
+                    "body: could not be read ({e})"
+                )))
+            }
         }
     }
     if buf.is_empty() {

@@ -33,7 +33,10 @@ const MAX_SSE_EVENT: usize = 4 * 1024 * 1024;
 /// Why one attempt did not produce a response.
 enum AttemptError {
     /// Nothing reached the client: try the next endpoint or candidate.
-    Failover { reason: &'static str, detail: String },
+    Failover {
+        reason: &'static str,
+        detail: String,
+    },
     /// The upstream refused the request itself (a 400-class answer another provider would
     /// give too): tell the client.
     Client(GatewayError),
@@ -68,7 +71,9 @@ pub async fn run(
     let mut last_failure = String::from("no endpoint was usable");
     for &mi in plan {
         let model = rt.config.catalog.model(mi);
-        let Some(pool) = rt.pools.get(&model.provider) else { continue };
+        let Some(pool) = rt.pools.get(&model.provider) else {
+            continue;
+        };
         let max_tokens = req.max_tokens.map(|n| n.min(model.max_output_tokens));
         let body = Bytes::from(upstream_body(req, &model.upstream_model, max_tokens));
         for endpoint in pool.usable_endpoints() {
@@ -87,22 +92,38 @@ pub async fn run(
             let result = if req.stream {
                 stream_attempt(gw, session, ctx, rt, req, &target, body.clone(), extra).await
             } else {
-                json_attempt(gw, session, ctx, req, &target, body.clone(), deadline, extra).await
+                json_attempt(
+                    gw,
+                    session,
+                    ctx,
+                    req,
+                    &target,
+                    body.clone(),
+                    deadline,
+                    extra,
+                )
+                .await
             };
             let m = &gw.shared.metrics;
             match result {
                 Ok(()) => {
                     pool.record_success(&endpoint);
-                    m.upstream_attempts.with_label_values(&[&pool.provider.name, "ok"]).inc();
+                    m.upstream_attempts
+                        .with_label_values(&[&pool.provider.name, "ok"])
+                        .inc();
                     return Ok(());
                 }
                 Err(AttemptError::Client(e)) => {
                     pool.record_success(&endpoint);
-                    m.upstream_attempts.with_label_values(&[&pool.provider.name, "rejected"]).inc();
+                    m.upstream_attempts
+                        .with_label_values(&[&pool.provider.name, "rejected"])
+                        .inc();
                     return Err(e);
                 }
                 Err(AttemptError::Failover { reason, detail }) => {
-                    m.upstream_attempts.with_label_values(&[&pool.provider.name, reason]).inc();
+                    m.upstream_attempts
+                        .with_label_values(&[&pool.provider.name, reason])
+                        .inc();
                     m.failovers.with_label_values(&[&model.id, reason]).inc();
                     if pool.record_failure(&endpoint) {
                         tracing::warn!(provider = %pool.provider.name, endpoint = %endpoint.addr, "endpoint ejected after consecutive failures");
@@ -113,10 +134,17 @@ pub async fn run(
             }
         }
     }
-    Err(GatewayError::upstream(format!("every upstream failed; last: {last_failure}")))
+    Err(GatewayError::upstream(format!(
+        "every upstream failed; last: {last_failure}"
+    )))
 }
 
-fn request_header(req_stream: bool, t: &Target<'_>, len: usize, request_id: &str) -> Result<RequestHeader, AttemptError> {
+fn request_header(
+    req_stream: bool,
+    t: &Target<'_>,
+    len: usize,
+    request_id: &str,
+) -> Result<RequestHeader, AttemptError> {
     let path = format!("{}/v1/chat/completions", t.endpoint.url.base_path);
     let build = || -> pingora::Result<RequestHeader> {
         let mut h = RequestHeader::build("POST", path.as_bytes(), Some(8))?;
@@ -125,7 +153,14 @@ fn request_header(req_stream: bool, t: &Target<'_>, len: usize, request_id: &str
         h.insert_header("Content-Length", len.to_string())?;
         // Decompressing upstream replies would cost CPU on every byte; ask for none.
         h.insert_header("Accept-Encoding", "identity")?;
-        h.insert_header("Accept", if req_stream { "text/event-stream" } else { "application/json" })?;
+        h.insert_header(
+            "Accept",
+            if req_stream {
+                "text/event-stream"
+            } else {
+                "application/json"
+            },
+        )?;
         h.insert_header("X-Request-Id", request_id)?;
         if let Some(key) = &t.pool.provider.api_key {
             h.insert_header("Authorization", format!("Bearer {key}"))?;
@@ -194,7 +229,9 @@ async fn check_status(up: &mut HttpSession, stream: bool) -> Result<(), AttemptE
             .ok()
             .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
             .unwrap_or_else(|| String::from_utf8_lossy(&buf[..buf.len().min(512)]).into_owned());
-        return Err(AttemptError::Client(GatewayError::invalid(format!("upstream rejected the request: {msg}"))));
+        return Err(AttemptError::Client(GatewayError::invalid(format!(
+            "upstream rejected the request: {msg}"
+        ))));
     }
     let _ = stream;
     Err(failover(reason, format!("upstream answered {status}")))
@@ -233,13 +270,21 @@ async fn json_attempt(
     };
     let (up, buf) = match tokio::time::timeout(remaining, exchange).await {
         Ok(r) => r?,
-        Err(_) => return Err(failover("timeout", format!("no complete reply within {remaining:?}"))),
+        Err(_) => {
+            return Err(failover(
+                "timeout",
+                format!("no complete reply within {remaining:?}"),
+            ))
+        }
     };
-    gw.connector.release_http_session(up, &t.peer, t.peer.options.idle_timeout).await;
+    gw.connector
+        .release_http_session(up, &t.peer, t.peer.options.idle_timeout)
+        .await;
 
     let messages = req.body.get("messages").cloned().unwrap_or_default();
-    let (out, usage, counted) = rewrite_completion(&buf, &t.model.id, || tokens::count_prompt(&messages))
-        .map_err(|e| failover("bad_reply", e))?;
+    let (out, usage, counted) =
+        rewrite_completion(&buf, &t.model.id, || tokens::count_prompt(&messages))
+            .map_err(|e| failover("bad_reply", e))?;
     ctx.model_used = Some(t.model.id.clone());
     ctx.provider = Some(t.pool.provider.name.clone());
     ctx.usage = Some(usage);
@@ -296,7 +341,12 @@ async fn stream_attempt(
 ) -> Result<(), AttemptError> {
     let timeouts = &rt.config.timeouts;
     let header = request_header(true, t, body.len(), &ctx.request_id)?;
-    let mut up = match tokio::time::timeout(timeouts.stream_chunk, send_request(gw, t, &header, &body)).await {
+    let mut up = match tokio::time::timeout(
+        timeouts.stream_chunk,
+        send_request(gw, t, &header, &body),
+    )
+    .await
+    {
         Ok(r) => r?,
         Err(_) => return Err(failover("timeout", "no response head in time")),
     };
@@ -308,17 +358,29 @@ async fn stream_attempt(
     let mut pending: Vec<u8> = Vec::new();
     let mut done = false;
     let mut gone = false;
+    let mut early_failure: Option<String> = None;
 
     // Phase 1: hold the client's response until the upstream has produced a usable event, so
     // that a refusal, an error event or an early death still fails over.
     while pending.is_empty() && !done {
-        let piece = next_piece(&mut up, None, timeouts.stream_chunk, timeouts.client_idle, &mut gone)
-            .await
-            .map_err(|e| failover("timeout_or_read", e))?;
+        let piece = next_piece(
+            &mut up,
+            None,
+            timeouts.stream_chunk,
+            timeouts.client_idle,
+            &mut gone,
+        )
+        .await
+        .map_err(|e| failover("timeout_or_read", e))?;
         let Some(piece) = piece else {
-            return Err(failover("early_eof", "upstream closed the stream before any event"));
+            return Err(failover(
+                "early_eof",
+                "upstream closed the stream before any event",
+            ));
         };
-        decoder.push(&piece, &mut events).map_err(|e| failover("bad_reply", e))?;
+        decoder
+            .push(&piece, &mut events)
+            .map_err(|e| failover("bad_reply", e))?;
         for ev in events.drain(..) {
             match rewriter.on_event(&ev.data) {
                 StreamStep::Emit(b) => pending.extend_from_slice(&b),
@@ -326,7 +388,11 @@ async fn stream_attempt(
                 StreamStep::UpstreamError(e) if pending.is_empty() => {
                     return Err(failover("error_event", e));
                 }
-                StreamStep::UpstreamError(_) => break,
+                StreamStep::UpstreamError(e) => {
+                    // Content is ready to go out: deliver it, then end with the error.
+                    early_failure = Some(format!("upstream error event: {e}"));
+                    break;
+                }
             }
             if done {
                 break;
@@ -348,17 +414,33 @@ async fn stream_attempt(
     if !session.is_http2() {
         let _ = h.insert_header("Transfer-Encoding", "chunked");
     }
-    if session.write_response_header(Box::new(h), false).await.is_err() {
+    if session
+        .write_response_header(Box::new(h), false)
+        .await
+        .is_err()
+    {
         gone = true;
     }
-    if !gone && session.write_response_body(Some(Bytes::from(pending)), false).await.is_err() {
+    if !gone
+        && session
+            .write_response_body(Some(Bytes::from(pending)), false)
+            .await
+            .is_err()
+    {
         gone = true;
     }
 
     let keepalive = timeouts.client_idle.mul_f64(0.75);
-    let mut failure: Option<String> = None;
-    while !done && !gone {
-        let piece = next_piece(&mut up, Some(session), timeouts.stream_chunk, keepalive, &mut gone).await;
+    let mut failure: Option<String> = early_failure;
+    while !done && !gone && failure.is_none() {
+        let piece = next_piece(
+            &mut up,
+            Some(session),
+            timeouts.stream_chunk,
+            keepalive,
+            &mut gone,
+        )
+        .await;
         let piece = match piece {
             Ok(Some(p)) => p,
             Ok(None) => {
@@ -390,7 +472,12 @@ async fn stream_attempt(
                 }
             }
         }
-        if !out.is_empty() && session.write_response_body(Some(Bytes::from(out)), false).await.is_err() {
+        if !out.is_empty()
+            && session
+                .write_response_body(Some(Bytes::from(out)), false)
+                .await
+                .is_err()
+        {
             gone = true;
         }
         if failure.is_some() {
@@ -405,7 +492,11 @@ async fn stream_attempt(
         None => {
             ctx.usage_counted = true;
             Usage {
-                prompt_tokens: req.body.get("messages").map(tokens::count_prompt).unwrap_or(0),
+                prompt_tokens: req
+                    .body
+                    .get("messages")
+                    .map(tokens::count_prompt)
+                    .unwrap_or(0),
                 completion_tokens: tokens::count_text(rewriter.delivered_text()),
             }
         }
@@ -421,7 +512,11 @@ async fn stream_attempt(
         Some(msg) => {
             tracing::warn!(request_id = %ctx.request_id, model = %t.model.id, "stream failed after the first byte: {msg}");
             ctx.error = Some(msg.clone());
-            gw.shared.metrics.upstream_attempts.with_label_values(&[&t.pool.provider.name, "mid_stream_failure"]).inc();
+            gw.shared
+                .metrics
+                .upstream_attempts
+                .with_label_values(&[&t.pool.provider.name, "mid_stream_failure"])
+                .inc();
             let err = GatewayError::upstream(format!("the upstream stream failed: {msg}"));
             tail.extend_from_slice(&tollgate_filters::stream::sse_event(&err.to_value()));
         }
@@ -435,7 +530,11 @@ async fn stream_attempt(
             tail.extend_from_slice(DONE_EVENT);
         }
     }
-    if session.write_response_body(Some(Bytes::from(tail)), true).await.is_err() {
+    if session
+        .write_response_body(Some(Bytes::from(tail)), true)
+        .await
+        .is_err()
+    {
         ctx.client_gone = true;
     }
     if failure.is_none() && done {
@@ -445,7 +544,9 @@ async fn stream_attempt(
         })
         .await;
         if drained.is_ok() {
-            gw.connector.release_http_session(up, &t.peer, t.peer.options.idle_timeout).await;
+            gw.connector
+                .release_http_session(up, &t.peer, t.peer.options.idle_timeout)
+                .await;
         }
     }
     Ok(())

@@ -124,13 +124,21 @@ impl ProxyHttp for Gateway {
                 readyz(self, session, ctx).await;
                 Ok(())
             }
-            (_, "/v1/chat/completions" | "/v1/models" | "/v1/models/pricing" | "/healthz" | "/readyz") => {
-                Err(GatewayError::new(
-                    ErrorKind::MethodNotAllowed,
-                    format!("method {method} is not allowed on {path}"),
-                ))
-            }
-            _ => Err(GatewayError::new(ErrorKind::NotFound, format!("no route for {method} {path}"))),
+            (
+                _,
+                "/v1/chat/completions"
+                | "/v1/models"
+                | "/v1/models/pricing"
+                | "/healthz"
+                | "/readyz",
+            ) => Err(GatewayError::new(
+                ErrorKind::MethodNotAllowed,
+                format!("method {method} is not allowed on {path}"),
+            )),
+            _ => Err(GatewayError::new(
+                ErrorKind::NotFound,
+                format!("no route for {method} {path}"),
+            )),
         };
         if let Err(e) = result {
             if e.status() == 400 || e.status() == 404 || e.status() == 405 {
@@ -142,12 +150,24 @@ impl ProxyHttp for Gateway {
         Ok(true)
     }
 
-    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        _ctx: &mut RequestCtx,
+    ) -> Result<Box<HttpPeer>> {
         // Every route answers in request_filter; reaching here is a bug, not a client error.
-        Error::e_explain(ErrorType::InternalError, "no route proxies through upstream_peer")
+        Error::e_explain(
+            ErrorType::InternalError,
+            "no route proxies through upstream_peer",
+        )
     }
 
-    async fn logging(&self, _session: &mut Session, _e: Option<&pingora::Error>, ctx: &mut RequestCtx) {
+    async fn logging(
+        &self,
+        _session: &mut Session,
+        _e: Option<&pingora::Error>,
+        ctx: &mut RequestCtx,
+    ) {
         let m = &self.shared.metrics;
         let model = ctx.model_used.as_deref().unwrap_or("");
         let provider = ctx.provider.as_deref().unwrap_or("");
@@ -184,7 +204,9 @@ async fn readyz(gw: &Gateway, session: &mut Session, ctx: &mut RequestCtx) {
         .iter()
         .map(|(name, p)| (name.clone(), p.has_usable_endpoint().into()))
         .collect();
-    let any = providers.values().any(|v| v == &serde_json::Value::Bool(true));
+    let any = providers
+        .values()
+        .any(|v| v == &serde_json::Value::Bool(true));
     let status = if any { 200 } else { 503 };
     let body = serde_json::json!({"status": if any {"ready"} else {"no healthy upstream"}, "providers": providers});
     respond::json(session, ctx, status, &body, &[]).await;

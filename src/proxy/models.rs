@@ -14,13 +14,19 @@ fn credits(micros: u64) -> Value {
 pub fn list(catalog: &Catalog, now: i64, created: i64) -> Value {
     let mut data = Vec::new();
     for m in catalog.models().iter().filter(|m| !m.retired(now)) {
-        data.push(json!({"id": m.id, "object": "model", "created": created, "owned_by": m.provider}));
+        data.push(
+            json!({"id": m.id, "object": "model", "created": created, "owned_by": m.provider}),
+        );
     }
     for (alias, target) in catalog.aliases() {
         data.push(json!({"id": alias, "object": "model", "created": created, "owned_by": "tollgate", "alias_of": target}));
     }
     for t in Tier::ALL {
-        if catalog.models().iter().any(|m| m.tier == t && !m.retired(now)) {
+        if catalog
+            .models()
+            .iter()
+            .any(|m| m.tier == t && !m.retired(now))
+        {
             data.push(json!({"id": t.as_str(), "object": "model", "created": created, "owned_by": "tollgate"}));
         }
     }

@@ -45,7 +45,10 @@ pub async fn send(
         tracing::debug!(request_id = %ctx.request_id, "client gone before header: {e}");
         return;
     }
-    if let Err(e) = session.write_response_body(Some(Bytes::from(body)), true).await {
+    if let Err(e) = session
+        .write_response_body(Some(Bytes::from(body)), true)
+        .await
+    {
         tracing::debug!(request_id = %ctx.request_id, "client gone during body: {e}");
     }
 }
@@ -67,5 +70,13 @@ pub async fn error(session: &mut Session, ctx: &mut RequestCtx, err: &GatewayErr
         extra.push(("Retry-After", r.to_string()));
     }
     ctx.error = Some(err.message.clone());
-    send(session, ctx, err.status(), "application/json", err.to_json(), &extra).await;
+    send(
+        session,
+        ctx,
+        err.status(),
+        "application/json",
+        err.to_json(),
+        &extra,
+    )
+    .await;
 }

@@ -91,7 +91,9 @@ impl FakeProvider {
         let st = state.clone();
         tokio::spawn(async move {
             loop {
-                let Ok((sock, _)) = listener.accept().await else { return };
+                let Ok((sock, _)) = listener.accept().await else {
+                    return;
+                };
                 let st = st.clone();
                 tokio::spawn(async move {
                     let _ = serve_conn(sock, st).await;
@@ -154,7 +156,12 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Recorde
             }
             let body = buf[end + 4..end + 4 + len].to_vec();
             buf.drain(..end + 4 + len);
-            return Some(Recorded { method, path, headers, body });
+            return Some(Recorded {
+                method,
+                path,
+                headers,
+                body,
+            });
         }
         let mut tmp = vec![0u8; 64 * 1024];
         let n = sock.read(&mut tmp).await.ok()?;
@@ -179,7 +186,8 @@ async fn write_json(sock: &mut TcpStream, status: u16, body: &[u8]) -> std::io::
 }
 
 async fn write_chunk(sock: &mut TcpStream, data: &[u8]) -> std::io::Result<()> {
-    sock.write_all(format!("{:x}\r\n", data.len()).as_bytes()).await?;
+    sock.write_all(format!("{:x}\r\n", data.len()).as_bytes())
+        .await?;
     sock.write_all(data).await?;
     sock.write_all(b"\r\n").await
 }
@@ -203,12 +211,16 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
         let mode = st.mode.lock().unwrap().clone();
         let model = body["model"].as_str().unwrap_or("?").to_string();
         let stream = body["stream"].as_bool().unwrap_or(false);
-        let usage_asked = body["stream_options"]["include_usage"].as_bool().unwrap_or(false);
+        let usage_asked = body["stream_options"]["include_usage"]
+            .as_bool()
+            .unwrap_or(false);
         let completion = st.words.len() as u64;
         let usage = json!({"prompt_tokens": PROMPT_TOKENS, "completion_tokens": completion, "total_tokens": PROMPT_TOKENS + completion});
         match &mode {
             Mode::Status(code) => {
-                let b = json!({"error":{"message": format!("{} says {code}", st.name), "type":"x"}}).to_string();
+                let b =
+                    json!({"error":{"message": format!("{} says {code}", st.name), "type":"x"}})
+                        .to_string();
                 write_json(&mut sock, *code, b.as_bytes()).await?;
                 continue;
             }
@@ -221,6 +233,19 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
                 continue;
             }
             _ => {}
+        }
+        let tool = body["tools"][0]["function"]["name"]
+            .as_str()
+            .map(str::to_owned);
+        if let (false, Some(tool)) = (stream, tool) {
+            let reply = json!({
+                "id": "chatcmpl-fake", "object": "chat.completion", "created": 1_700_000_000, "model": model,
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+                    "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": tool, "arguments": "{\"city\":\"Paris\"}"}}]}}],
+                "usage": usage,
+            });
+            write_json(&mut sock, 200, reply.to_string().as_bytes()).await?;
+            continue;
         }
         if !stream {
             let mut reply = json!({
@@ -241,15 +266,25 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
             return Ok(());
         }
         if mode == Mode::ErrorFirst {
-            write_chunk(&mut sock, &event(json!({"error":{"message":"overloaded","type":"server_error"}}))).await?;
+            write_chunk(
+                &mut sock,
+                &event(json!({"error":{"message":"overloaded","type":"server_error"}})),
+            )
+            .await?;
             sock.write_all(b"0\r\n\r\n").await?;
             continue;
         }
         let chunk = |delta: Value, finish: Value| {
-            event(json!({"id":"chatcmpl-fake","object":"chat.completion.chunk","created":1_700_000_000,"model":model,
-                "choices":[{"index":0,"delta":delta,"finish_reason":finish}]}))
+            event(
+                json!({"id":"chatcmpl-fake","object":"chat.completion.chunk","created":1_700_000_000,"model":model,
+                "choices":[{"index":0,"delta":delta,"finish_reason":finish}]}),
+            )
         };
-        write_chunk(&mut sock, &chunk(json!({"role":"assistant","content":""}), Value::Null)).await?;
+        write_chunk(
+            &mut sock,
+            &chunk(json!({"role":"assistant","content":""}), Value::Null),
+        )
+        .await?;
         for (i, w) in st.words.iter().enumerate() {
             match &mode {
                 Mode::DieAfter(n) if i == *n => return Ok(()),

@@ -14,10 +14,15 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+#[allow(unused_imports)]
 pub use fake::{FakeProvider, Mode};
 
 pub fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    StdListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
@@ -43,7 +48,8 @@ pub struct Gateway {
 }
 
 /// `[timeouts]` short enough for tests.
-pub const FAST_TIMEOUTS: &str = "[timeouts]\nconnect = 1\nresponse = 3\nstream_chunk = 2\nclient_idle = 3\n";
+pub const FAST_TIMEOUTS: &str =
+    "[timeouts]\nconnect = 1\nresponse = 3\nstream_chunk = 2\nclient_idle = 3\n";
 
 impl Gateway {
     /// Starts the binary with `body` (providers, models, aliases, timeouts) under a generated
@@ -67,11 +73,22 @@ impl Gateway {
             .stderr(Stdio::from(log))
             .spawn()
             .expect("start gateway");
-        let mut gw = Gateway { child, addr, metrics_addr, config_path, dir, server_section };
+        let mut gw = Gateway {
+            child,
+            addr,
+            metrics_addr,
+            config_path,
+            dir,
+            server_section,
+        };
         let start = Instant::now();
         loop {
-            if let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(gw.addr)).await {
-                let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+            if let Ok(Ok(mut s)) =
+                tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(gw.addr)).await
+            {
+                let _ = s
+                    .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    .await;
                 let mut buf = Vec::new();
                 let _ = s.read_to_end(&mut buf).await;
                 if buf.starts_with(b"HTTP/1.1 200") {
@@ -81,7 +98,11 @@ impl Gateway {
             if let Ok(Some(status)) = gw.child.try_wait() {
                 panic!("gateway exited with {status}: {}", gw.log());
             }
-            assert!(start.elapsed() < Duration::from_secs(15), "gateway did not start: {}", gw.log());
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "gateway did not start: {}",
+                gw.log()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         gw
@@ -126,7 +147,10 @@ impl Drop for Gateway {
 /// A provider block for a fake.
 pub fn provider(name: &str, fakes: &[&FakeProvider], extra: &str) -> String {
     let eps: Vec<String> = fakes.iter().map(|f| format!("\"{}\"", f.url())).collect();
-    format!("[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nendpoints = [{}]\n{extra}\n", eps.join(", "))
+    format!(
+        "[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nendpoints = [{}]\n{extra}\n",
+        eps.join(", ")
+    )
 }
 
 pub fn model(id: &str, provider: &str, tier: &str, extra: &str) -> String {
@@ -164,7 +188,10 @@ impl Response {
         self.text()
             .split("\n\n")
             .filter_map(|ev| {
-                let lines: Vec<&str> = ev.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+                let lines: Vec<&str> = ev
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data: "))
+                    .collect();
                 (!lines.is_empty()).then(|| lines.join("\n"))
             })
             .collect()
@@ -176,7 +203,12 @@ impl Response {
         let v = self.json();
         assert_eq!(v["error"]["type"], ty, "{v}");
         assert_eq!(v["error"]["code"], status, "{v}");
-        assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{v}"
+        );
         assert!(self.header("x-request-id").is_some());
         v
     }
@@ -190,8 +222,17 @@ pub async fn raw_request(addr: SocketAddr, raw: &[u8]) -> Response {
     parse_response(&buf)
 }
 
-pub async fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
-    let mut raw = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+pub async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
+    let mut raw = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
     for (k, v) in headers {
         raw.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -207,7 +248,14 @@ pub async fn get(addr: SocketAddr, path: &str) -> Response {
 
 pub async fn post_json(addr: SocketAddr, path: &str, body: &Value) -> Response {
     let b = serde_json::to_vec(body).unwrap();
-    request(addr, "POST", path, &[("Content-Type", "application/json")], &b).await
+    request(
+        addr,
+        "POST",
+        path,
+        &[("Content-Type", "application/json")],
+        &b,
+    )
+    .await
 }
 
 pub fn parse_response(buf: &[u8]) -> Response {
@@ -217,7 +265,14 @@ pub fn parse_response(buf: &[u8]) -> Response {
         .unwrap_or_else(|| panic!("no response head in {:?}", String::from_utf8_lossy(buf)));
     let head = String::from_utf8_lossy(&buf[..end]).to_string();
     let mut lines = head.split("\r\n");
-    let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
@@ -229,15 +284,20 @@ pub fn parse_response(buf: &[u8]) -> Response {
     if chunked {
         body = dechunk(&body);
     }
-    Response { status, headers, body }
+    Response {
+        status,
+        headers,
+        body,
+    }
 }
 
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    loop {
-        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else { break };
+    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
         let size_str = String::from_utf8_lossy(&b[..eol]);
-        let Ok(size) = usize::from_str_radix(size_str.split(';').next().unwrap().trim(), 16) else { break };
+        let Ok(size) = usize::from_str_radix(size_str.split(';').next().unwrap().trim(), 16) else {
+            break;
+        };
         if size == 0 || b.len() < eol + 2 + size {
             out.extend_from_slice(&b[(eol + 2).min(b.len())..(eol + 2 + size).min(b.len())]);
             break;

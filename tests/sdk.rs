@@ -1,0 +1,63 @@
+//! Interoperability with a client nobody here wrote: the official `openai` Python SDK.
+//!
+//! Needs a Python with `openai` installed: `TOLLGATE_TEST_PYTHON` names it (`./dev test` and
+//! `.ci/run` set up `.venv`). Without one the test says so and passes, unless
+//! `TOLLGATE_TEST_REQUIRE_SERVICES=1` (CI), where a missing SDK is a failure.
+
+mod support;
+
+use std::process::Command;
+
+use support::*;
+
+fn python() -> Option<String> {
+    let candidates = [
+        std::env::var("TOLLGATE_TEST_PYTHON").ok(),
+        Some(concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python").to_string()),
+        Some("python3".to_string()),
+    ];
+    candidates.into_iter().flatten().find(|py| {
+        Command::new(py)
+            .args(["-c", "import openai"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+#[tokio::test]
+async fn official_openai_python_sdk() {
+    let Some(py) = python() else {
+        let required = std::env::var("TOLLGATE_TEST_REQUIRE_SERVICES").is_ok_and(|v| v == "1");
+        assert!(!required, "the openai Python SDK is required (TOLLGATE_TEST_REQUIRE_SERVICES=1) but not installed");
+        eprintln!("SKIPPED: no Python with the openai package; run ./dev test to set one up");
+        return;
+    };
+    let good = FakeProvider::start("good").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}[[providers]]\nname = \"dead\"\nendpoints = [\"http://127.0.0.1:{}\"]\n\n{}{}[aliases]\n\"good\" = \"good-2024-01-01\"\n\"broken\" = \"broken-2024-01-01\"\n",
+        provider("pg", &[&good], ""),
+        free_port(),
+        model("good-2024-01-01", "pg", "economy", ""),
+        model("broken-2024-01-01", "dead", "powerful", ""),
+    );
+    let gw = Gateway::start(&cfg).await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/openai_sdk.py");
+    let base = format!("http://{}/v1", gw.addr);
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(py)
+            .arg(script)
+            .env("TOLLGATE_BASE_URL", base)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "SDK script failed\nstdout:\n{stdout}\nstderr:\n{stderr}\ngateway:\n{}",
+        gw.log()
+    );
+    assert!(stdout.contains("sdk: all passed"), "{stdout}");
+}
