@@ -70,6 +70,11 @@ impl Default for ServerConfig {
 pub struct StorageConfig {
     pub database_url: String,
     pub redis_url: String,
+    /// A credit hold left by a crashed instance is refunded after this long. Longer than any
+    /// request may run.
+    pub hold_ttl_secs: f64,
+    /// How often each instance looks for expired holds.
+    pub hold_reap_interval_secs: f64,
 }
 
 impl Default for StorageConfig {
@@ -77,6 +82,8 @@ impl Default for StorageConfig {
         StorageConfig {
             database_url: "sqlite://data/tollgate.db".into(),
             redis_url: String::new(),
+            hold_ttl_secs: 900.0,
+            hold_reap_interval_secs: 30.0,
         }
     }
 }
@@ -383,6 +390,27 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
         stream_chunk: secs("timeouts.stream_chunk", t.stream_chunk, &mut errs),
         client_idle: secs("timeouts.client_idle", t.client_idle, &mut errs),
     };
+
+    secs(
+        "storage.hold_ttl_secs",
+        raw.storage.hold_ttl_secs,
+        &mut errs,
+    );
+    secs(
+        "storage.hold_reap_interval_secs",
+        raw.storage.hold_reap_interval_secs,
+        &mut errs,
+    );
+    let db = &raw.storage.database_url;
+    if !(db.starts_with("sqlite:")
+        || db.starts_with("postgres://")
+        || db.starts_with("postgresql://"))
+    {
+        errs.push(err(
+            "storage.database_url",
+            "must start with sqlite:, postgres:// or postgresql://",
+        ));
+    }
 
     let mut providers = Vec::new();
     for (i, p) in raw.providers.iter().enumerate() {

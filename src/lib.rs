@@ -11,13 +11,27 @@
 //!   [`proxy::forward`] the forwarding loop; [`proxy::respond`] writes responses.
 //! - [`services`]: the background services (health checks, SIGHUP reload) and server assembly.
 //! - [`metrics`]: Prometheus metrics and their endpoint.
+//! - [`store`]: the ledger (accounts, keys, holds, usage) on SQLite or Postgres.
+//! - [`auth`]: API keys with their cache, sessions, passwords, the login throttle.
+//! - [`metering`]: the credit hold before forwarding and the settlement after.
 //!
 //! The logic that needs no I/O (validation, SSE, routing, errors) lives in `tollgate-filters`.
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod config;
+pub mod metering;
 pub mod metrics;
 pub mod proxy;
 pub mod services;
 pub mod state;
+pub mod store;
 pub mod upstream;
+
+/// Unix time in milliseconds (the ledger's clock).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -88,6 +88,51 @@ impl BackgroundService for ReloadService {
     }
 }
 
+/// Connects the ledger store inside Pingora's long-lived runtime (retrying until it answers),
+/// publishes it to the request path, then refunds expired credit holds on an interval.
+pub struct LedgerService(pub Arc<Shared>);
+
+#[async_trait]
+impl BackgroundService for LedgerService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let url = self.0.storage.database_url.clone();
+        let mut wait = Duration::from_millis(200);
+        let ledger = loop {
+            match crate::store::Ledger::connect(&url).await {
+                Ok(l) => break l,
+                Err(e) => {
+                    tracing::error!("ledger store unreachable, retrying in {wait:?}: {e}");
+                    tokio::select! {
+                        _ = shutdown.changed() => return,
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
+            }
+        };
+        tracing::info!(
+            backend = ledger.backend(),
+            "ledger store connected and migrated"
+        );
+        let _ = self.0.ledger.set(ledger.clone());
+        let every = Duration::from_secs_f64(self.0.storage.hold_reap_interval_secs);
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            match ledger.release_expired_holds(crate::now_ms()).await {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    released = n,
+                    "refunded expired credit holds (an instance stopped mid-request)"
+                ),
+                Err(e) => tracing::error!("could not release expired holds: {e}"),
+            }
+        }
+    }
+}
+
 /// Builds the Pingora server with the proxy, metrics, health and reload services.
 pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, String> {
     // Name resolution at start needs a runtime; it is thrown away afterwards and holds no
@@ -129,6 +174,10 @@ pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, Stri
         "health checks",
         HealthService(shared.clone()),
     ));
-    server.add_service(background_service("config reload", ReloadService(shared)));
+    server.add_service(background_service(
+        "config reload",
+        ReloadService(shared.clone()),
+    ));
+    server.add_service(background_service("ledger", LedgerService(shared)));
     Ok(server)
 }

@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::config::Config;
+use crate::auth::{KeyCache, LoginThrottle};
+use crate::config::{Config, StorageConfig};
 use crate::metrics::Metrics;
+use crate::store::Ledger;
 use crate::upstream::{self, Pool};
 
 pub struct Runtime {
@@ -34,14 +36,30 @@ pub struct Shared {
     pub runtime: ArcSwap<Runtime>,
     pub config_path: PathBuf,
     pub metrics: Metrics,
+    /// Set once by the ledger service, inside Pingora's long-lived runtime.
+    pub ledger: tokio::sync::OnceCell<Ledger>,
+    pub keys: KeyCache,
+    pub throttle: LoginThrottle,
+    pub admin_token: Option<String>,
+    /// Storage settings as read at start (not reloadable).
+    pub storage: StorageConfig,
 }
 
 impl Shared {
     pub fn new(runtime: Runtime, config_path: PathBuf) -> Arc<Shared> {
+        let storage = runtime.config.raw.storage.clone();
+        let admin_token = std::env::var(&runtime.config.raw.server.admin_token_env)
+            .ok()
+            .filter(|t| !t.is_empty());
         Arc::new(Shared {
             runtime: ArcSwap::from_pointee(runtime),
             config_path,
             metrics: Metrics::new(),
+            ledger: tokio::sync::OnceCell::new(),
+            keys: KeyCache::default(),
+            throttle: LoginThrottle::default(),
+            admin_token,
+            storage,
         })
     }
 }

@@ -178,11 +178,17 @@ async fn sighup_reloads_without_dropping_a_request_in_flight() {
     );
     let gw = Gateway::start(&before).await;
     let addr = gw.addr;
+    let key = gw.key.clone();
     let in_flight = tokio::spawn(async move {
-        post_json(
+        let body =
+            serde_json::to_vec(&json!({"model":"m1","messages":user("hi"),"stream":true})).unwrap();
+        let auth = format!("Bearer {key}");
+        request(
             addr,
+            "POST",
             "/v1/chat/completions",
-            &json!({"model":"m1","messages":user("hi"),"stream":true}),
+            &[("Authorization", &auth)],
+            &body,
         )
         .await
     });

@@ -43,10 +43,12 @@ async fn official_openai_python_sdk() {
     let gw = Gateway::start(&cfg).await;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/openai_sdk.py");
     let base = format!("http://{}/v1", gw.addr);
+    let key = gw.key.clone();
     let out = tokio::task::spawn_blocking(move || {
         Command::new(py)
             .arg(script)
             .env("TOLLGATE_BASE_URL", base)
+            .env("TOLLGATE_API_KEY", key)
             .output()
     })
     .await

@@ -22,6 +22,8 @@ pub enum ErrorKind {
     ServiceUnavailable,
     NotFound,
     MethodNotAllowed,
+    /// The resource exists already (a taken e-mail or slug).
+    Conflict,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +61,7 @@ impl GatewayError {
             ErrorKind::ModelNotFound => (404, "model_not_found"),
             ErrorKind::NotFound => (404, "not_found"),
             ErrorKind::MethodNotAllowed => (405, "invalid_request"),
+            ErrorKind::Conflict => (409, "conflict"),
             ErrorKind::RateLimited { .. } => (429, "rate_limit_exceeded"),
             ErrorKind::Internal => (500, "internal_error"),
             ErrorKind::Upstream => (502, "upstream_error"),

@@ -17,7 +17,9 @@
 //! - [`time`]: civil dates for the config and HTTP date headers.
 #![forbid(unsafe_code)]
 
+pub mod credits;
 pub mod error;
+pub mod keys;
 pub mod route;
 pub mod sse;
 pub mod stream;

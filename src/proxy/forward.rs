@@ -64,6 +64,7 @@ pub async fn run(
     rt: &Runtime,
     req: &ChatRequest,
     plan: &[usize],
+    max_tokens: Option<u64>,
     extra: &[(&'static str, String)],
 ) -> Result<(), GatewayError> {
     let timeouts = &rt.config.timeouts;
@@ -74,7 +75,10 @@ pub async fn run(
         let Some(pool) = rt.pools.get(&model.provider) else {
             continue;
         };
-        let max_tokens = req.max_tokens.map(|n| n.min(model.max_output_tokens));
+        // The metering step may have lowered max_tokens to what the balance pays for.
+        let max_tokens = max_tokens
+            .or(req.max_tokens)
+            .map(|n| n.min(model.max_output_tokens));
         let body = Bytes::from(upstream_body(req, &model.upstream_model, max_tokens));
         for endpoint in pool.usable_endpoints() {
             if !req.stream && Instant::now() >= deadline {
@@ -287,8 +291,12 @@ async fn json_attempt(
             .map_err(|e| failover("bad_reply", e))?;
     ctx.model_used = Some(t.model.id.clone());
     ctx.provider = Some(t.pool.provider.name.clone());
+    ctx.rates = Some((t.model.input_micros_per_1k, t.model.output_micros_per_1k));
     ctx.usage = Some(usage);
     ctx.usage_counted = counted;
+    ctx.status = 200;
+    // JSON responses carry the balance after settlement, so settle before answering.
+    crate::metering::settle(gw, ctx).await;
     respond::send(session, ctx, 200, "application/json", out, extra).await;
     Ok(())
 }
@@ -403,6 +411,7 @@ async fn stream_attempt(
     // Phase 2: committed. From here the client has a 200 and every problem is told in-stream.
     ctx.model_used = Some(t.model.id.clone());
     ctx.provider = Some(t.pool.provider.name.clone());
+    ctx.rates = Some((t.model.input_micros_per_1k, t.model.output_micros_per_1k));
     ctx.status = 200;
     let mut h = match respond::header(200, ctx, extra) {
         Some(h) => h,

@@ -5,6 +5,9 @@
 //! ("Forwarding"), and the side endpoints by small handlers. `upstream_peer` is therefore
 //! never reached. `logging` records metrics and is where settlement hooks in.
 
+pub mod account;
+pub mod admin;
+pub mod body;
 pub mod chat;
 pub mod forward;
 pub mod models;
@@ -20,7 +23,10 @@ use pingora::prelude::*;
 use pingora::proxy::{ProxyHttp, Session};
 use tollgate_filters::{ErrorKind, GatewayError, Usage};
 
+use crate::auth::{Caller, SESSION_COOKIE};
+use crate::metering::Metering;
 use crate::state::Shared;
+use crate::store::Ledger;
 
 pub struct Gateway {
     pub shared: Arc<Shared>,
@@ -36,6 +42,68 @@ impl Gateway {
             started: unix_now(),
         }
     }
+
+    /// The ledger, or 503 while the store is still connecting.
+    pub fn ledger(&self) -> Result<&Ledger, GatewayError> {
+        self.shared.ledger.get().ok_or_else(|| {
+            GatewayError::new(
+                ErrorKind::ServiceUnavailable,
+                "the ledger store is not connected yet; retry shortly",
+            )
+        })
+    }
+
+    /// Who is calling. No `Authorization` header: a dashboard session when `allow_session` and
+    /// the cookie is valid, else the guest tier. A header that is not a valid key: 401.
+    pub async fn authenticate(
+        &self,
+        session: &Session,
+        allow_session: bool,
+    ) -> Result<Caller, GatewayError> {
+        let header = session.req_header().headers.get("authorization");
+        let Some(header) = header else {
+            if allow_session {
+                if let Some(sid) = session_cookie(session) {
+                    let hash = tollgate_filters::keys::hash(&sid);
+                    if let Some(account) = self
+                        .ledger()?
+                        .session_account(&hash, crate::now_ms())
+                        .await?
+                    {
+                        return Ok(Caller::Session(account));
+                    }
+                }
+            }
+            return Ok(Caller::Guest);
+        };
+        let bad = || GatewayError::new(ErrorKind::Authentication, "invalid or revoked API key");
+        let value = header.to_str().map_err(|_| bad())?;
+        let key = value
+            .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("bearer "))
+            .ok_or_else(|| {
+                GatewayError::new(
+                    ErrorKind::Authentication,
+                    "Authorization must be `Bearer <API key>`",
+                )
+            })?
+            .trim();
+        let ledger = self.ledger()?;
+        Ok(Caller::Key(self.shared.keys.resolve(ledger, key).await?))
+    }
+}
+
+/// The client's IP: the peer address (trusted-proxy handling arrives with rate limits).
+pub fn client_ip(session: &Session) -> Option<std::net::IpAddr> {
+    session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| a.ip())
+}
+
+pub fn session_cookie(session: &Session) -> Option<String> {
+    let h = session.req_header().headers.get("cookie")?.to_str().ok()?;
+    crate::auth::cookie(h, SESSION_COOKIE).map(str::to_owned)
 }
 
 pub fn unix_now() -> i64 {
@@ -60,6 +128,21 @@ pub struct RequestCtx {
     /// Usage came from the tokenizer, not the upstream.
     pub usage_counted: bool,
     pub client_gone: bool,
+    /// Rates (µcr per 1K in, out) of the model used, for settlement.
+    pub rates: Option<(u64, u64)>,
+    /// The credit hold, until settled.
+    pub metering: Option<Metering>,
+    /// What settlement charged.
+    pub charged: Option<i64>,
+    /// Headers every response of this request carries (e.g. `X-Credits-Remaining`).
+    pub headers: Vec<(&'static str, String)>,
+}
+
+impl RequestCtx {
+    pub fn set_header(&mut self, name: &'static str, value: String) {
+        self.headers.retain(|(k, _)| *k != name);
+        self.headers.push((name, value));
+    }
 }
 
 static REQUEST_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -89,6 +172,10 @@ impl ProxyHttp for Gateway {
             usage: None,
             usage_counted: false,
             client_gone: false,
+            rates: None,
+            metering: None,
+            charged: None,
+            headers: Vec::new(),
         }
     }
 
@@ -123,6 +210,10 @@ impl ProxyHttp for Gateway {
                 ctx.route = "readyz";
                 readyz(self, session, ctx).await;
                 Ok(())
+            }
+            (m, p) if p.starts_with("/api/v1/") => {
+                ctx.route = "api";
+                api(self, session, ctx, m, p).await
             }
             (
                 _,
@@ -168,6 +259,8 @@ impl ProxyHttp for Gateway {
         _e: Option<&pingora::Error>,
         ctx: &mut RequestCtx,
     ) {
+        // Normally settled already; this catches a request that ended some other way.
+        crate::metering::settle(self, ctx).await;
         let m = &self.shared.metrics;
         let model = ctx.model_used.as_deref().unwrap_or("");
         let provider = ctx.provider.as_deref().unwrap_or("");
@@ -188,6 +281,7 @@ impl ProxyHttp for Gateway {
                 prompt_tokens = ctx.usage.map(|u| u.prompt_tokens),
                 completion_tokens = ctx.usage.map(|u| u.completion_tokens),
                 usage_counted = ctx.usage_counted,
+                charged_micros = ctx.charged,
                 client_gone = ctx.client_gone,
                 error = ctx.error.as_deref().unwrap_or(""),
                 elapsed_ms = ctx.start.elapsed().as_millis() as u64,
@@ -197,7 +291,52 @@ impl ProxyHttp for Gateway {
     }
 }
 
+/// `/api/v1/*`: account, keys, usage and admin endpoints.
+async fn api(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    method: &str,
+    path: &str,
+) -> Result<(), GatewayError> {
+    let rest = &path["/api/v1/".len()..];
+    if let Some(admin_rest) = rest.strip_prefix("admin/") {
+        return admin::handle(gw, session, ctx, method, admin_rest).await;
+    }
+    match (method, rest) {
+        ("POST", "auth/signup") => return account::signup(gw, session, ctx).await,
+        ("POST", "auth/login") => return account::login(gw, session, ctx).await,
+        ("POST", "auth/logout") => return account::logout(gw, session, ctx).await,
+        _ => {}
+    }
+    let known = matches!(rest, "auth/me" | "keys" | "usage") || rest.starts_with("keys/");
+    if !known {
+        return Err(GatewayError::new(
+            ErrorKind::NotFound,
+            format!("no route for {method} {path}"),
+        ));
+    }
+    let caller = gw.authenticate(session, true).await?;
+    match (method, rest) {
+        ("GET", "auth/me") => account::me(gw, session, ctx, &caller).await,
+        ("GET", "keys") => account::list_keys(gw, session, ctx, &caller).await,
+        ("POST", "keys") => account::create_key(gw, session, ctx, &caller).await,
+        ("DELETE", r) if r.len() > 5 && r.starts_with("keys/") => {
+            account::revoke_key(gw, session, ctx, &caller, &r[5..]).await
+        }
+        ("GET", "usage") => account::usage(gw, session, ctx, &caller).await,
+        _ => Err(GatewayError::new(
+            ErrorKind::MethodNotAllowed,
+            format!("method {method} is not allowed on {path}"),
+        )),
+    }
+}
+
 async fn readyz(gw: &Gateway, session: &mut Session, ctx: &mut RequestCtx) {
+    let ledger = match gw.shared.ledger.get() {
+        Some(l) => l.ping().await,
+        None => false,
+    };
     let rt = gw.shared.runtime.load();
     let providers: serde_json::Map<String, serde_json::Value> = rt
         .pools
@@ -207,7 +346,13 @@ async fn readyz(gw: &Gateway, session: &mut Session, ctx: &mut RequestCtx) {
     let any = providers
         .values()
         .any(|v| v == &serde_json::Value::Bool(true));
-    let status = if any { 200 } else { 503 };
-    let body = serde_json::json!({"status": if any {"ready"} else {"no healthy upstream"}, "providers": providers});
+    let ready = any && ledger;
+    let status = if ready { 200 } else { 503 };
+    let why = match (ledger, any) {
+        (true, true) => "ready",
+        (false, _) => "ledger store unreachable",
+        (true, false) => "no healthy upstream",
+    };
+    let body = serde_json::json!({"status": why, "ledger": ledger, "providers": providers});
     respond::json(session, ctx, status, &body, &[]).await;
 }

@@ -14,7 +14,7 @@ pub type Extra<'a> = &'a [(&'static str, String)];
 pub fn header(status: u16, ctx: &RequestCtx, extra: Extra<'_>) -> Option<ResponseHeader> {
     let mut h = ResponseHeader::build(status, Some(4 + extra.len())).ok()?;
     h.insert_header("X-Request-Id", &ctx.request_id).ok()?;
-    for (k, v) in extra {
+    for (k, v) in ctx.headers.iter().chain(extra.iter()) {
         h.append_header(*k, v).ok()?;
     }
     Some(h)

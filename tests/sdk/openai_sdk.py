@@ -9,7 +9,7 @@ import sys
 import openai
 
 base = os.environ["TOLLGATE_BASE_URL"]
-client = openai.OpenAI(base_url=base, api_key="tg_sdk_test", max_retries=0, timeout=20)
+client = openai.OpenAI(base_url=base, api_key=os.environ["TOLLGATE_API_KEY"], max_retries=0, timeout=20)
 msgs = [{"role": "user", "content": "Say hello"}]
 
 # Non-streaming.
@@ -20,6 +20,8 @@ assert r.choices[0].message.role == "assistant"
 assert r.choices[0].message.content.startswith("Hello from"), r.choices[0].message.content
 assert r.choices[0].finish_reason == "stop"
 assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens > 0
+raw = client.chat.completions.with_raw_response.create(model="good", messages=msgs)
+assert float(raw.headers["x-credits-remaining"]) > 0, raw.headers
 print("ok non-streaming")
 
 # Streaming, with the usage chunk asked for.
@@ -75,6 +77,12 @@ expect(openai.BadRequestError, 400, model="good", messages=[])
 expect(openai.BadRequestError, 400, model="good", messages=msgs, temperature=3)
 expect(openai.NotFoundError, 404, model="no-such-model", messages=msgs)
 expect(openai.InternalServerError, 502, model="broken", messages=msgs)
+bad = openai.OpenAI(base_url=base, api_key="tg_" + "x" * 40, max_retries=0, timeout=20)
+try:
+    bad.chat.completions.create(model="good", messages=msgs)
+    raise AssertionError("expected AuthenticationError")
+except openai.AuthenticationError as e:
+    assert e.status_code == 401
 print("ok errors")
 print("sdk: all passed")
 sys.exit(0)

@@ -45,6 +45,59 @@ pub struct Gateway {
     pub config_path: PathBuf,
     pub dir: PathBuf,
     server_section: String,
+    /// A funded account made at start (see [`Opts::account`]).
+    pub key: String,
+    pub user_id: String,
+}
+
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+
+/// How a test gateway is started.
+#[derive(Clone, Default)]
+pub struct Opts {
+    /// The ledger to use; default: `TOLLGATE_TEST_DATABASE_URL` or a SQLite file of its own.
+    pub database_url: Option<String>,
+    /// Extra `[storage]` lines (hold expiry in crash tests).
+    pub storage: String,
+    /// Sign up an account and fund it with this many credits (default 1,000,000).
+    pub credits: Option<f64>,
+    pub no_account: bool,
+}
+
+pub fn services_required() -> bool {
+    std::env::var("TOLLGATE_TEST_REQUIRE_SERVICES").is_ok_and(|v| v == "1")
+}
+
+/// The database every test of this run uses: Postgres when `TOLLGATE_TEST_DATABASE_URL` is
+/// set, else a SQLite file under `dir`.
+pub fn database_url(dir: &std::path::Path) -> String {
+    match std::env::var("TOLLGATE_TEST_DATABASE_URL") {
+        Ok(u) if !u.is_empty() => u,
+        _ => {
+            assert!(
+                !services_required(),
+                "TOLLGATE_TEST_REQUIRE_SERVICES=1 but TOLLGATE_TEST_DATABASE_URL is not set"
+            );
+            format!("sqlite://{}/ledger.db", dir.display())
+        }
+    }
+}
+
+pub fn unique_email() -> String {
+    format!(
+        "u{}-{}-{}@example.com",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst),
+        rand_suffix()
+    )
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        % 1_000_000_007
 }
 
 /// `[timeouts]` short enough for tests.
@@ -55,12 +108,20 @@ impl Gateway {
     /// Starts the binary with `body` (providers, models, aliases, timeouts) under a generated
     /// `[server]` section, and waits until it answers.
     pub async fn start(body: &str) -> Gateway {
+        Self::start_opts(body, Opts::default()).await
+    }
+
+    pub async fn start_opts(body: &str, opts: Opts) -> Gateway {
         let dir = temp_dir();
+        let db = opts
+            .database_url
+            .clone()
+            .unwrap_or_else(|| database_url(&dir));
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let server_section = format!(
-            "[server]\nlisten = \"{addr}\"\nmetrics_listen = \"{metrics_addr}\"\nthreads = 2\ngraceful_shutdown_secs = 1\nmax_body_bytes = 8388608\n\n[storage]\ndatabase_url = \"sqlite://{}/t.db\"\n\n",
-            dir.display()
+            "[server]\nlisten = \"{addr}\"\nmetrics_listen = \"{metrics_addr}\"\nthreads = 2\ngraceful_shutdown_secs = 1\nmax_body_bytes = 8388608\n\n[storage]\ndatabase_url = \"{db}\"\n{}\n\n",
+            opts.storage
         );
         let config_path = dir.join("tollgate.toml");
         std::fs::write(&config_path, format!("{server_section}{body}")).unwrap();
@@ -69,6 +130,7 @@ impl Gateway {
             .args(["serve", "--config"])
             .arg(&config_path)
             .env("TOLLGATE_LOG", "info")
+            .env("TOLLGATE_ADMIN_TOKEN", ADMIN_TOKEN)
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()
@@ -80,6 +142,8 @@ impl Gateway {
             config_path,
             dir,
             server_section,
+            key: String::new(),
+            user_id: String::new(),
         };
         let start = Instant::now();
         loop {
@@ -87,11 +151,12 @@ impl Gateway {
                 tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(gw.addr)).await
             {
                 let _ = s
-                    .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    .write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
                     .await;
                 let mut buf = Vec::new();
                 let _ = s.read_to_end(&mut buf).await;
-                if buf.starts_with(b"HTTP/1.1 200") {
+                // Up once the ledger answers (providers may be down on purpose).
+                if String::from_utf8_lossy(&buf).contains("\"ledger\":true") {
                     break;
                 }
             }
@@ -105,7 +170,76 @@ impl Gateway {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        if !opts.no_account {
+            let (user_id, key) = gw.signup(&unique_email()).await;
+            gw.admin_credits(&user_id, opts.credits.unwrap_or(1_000_000.0) - 100.0)
+                .await;
+            gw.user_id = user_id;
+            gw.key = key;
+        }
         gw
+    }
+
+    /// Signs up an account; returns (user_id, api_key).
+    pub async fn signup(&self, email: &str) -> (String, String) {
+        let r = post_json(
+            self.addr,
+            "/api/v1/auth/signup",
+            &serde_json::json!({"email": email, "password": "correct horse battery"}),
+        )
+        .await;
+        assert_eq!(r.status, 201, "signup: {}", r.text());
+        let v = r.json();
+        (
+            v["user_id"].as_str().unwrap().to_string(),
+            v["api_key"].as_str().unwrap().to_string(),
+        )
+    }
+
+    /// Adds (or with a negative delta, removes) credits through the admin API.
+    pub async fn admin_credits(&self, user_id: &str, delta: f64) -> Value {
+        if delta == 0.0 {
+            return Value::Null;
+        }
+        let body =
+            serde_json::to_vec(&serde_json::json!({"delta": delta, "reason": "test funding"}))
+                .unwrap();
+        let auth = format!("Bearer {ADMIN_TOKEN}");
+        let r = request(
+            self.addr,
+            "POST",
+            &format!("/api/v1/admin/accounts/{user_id}/credits"),
+            &[("Authorization", &auth)],
+            &body,
+        )
+        .await;
+        assert_eq!(r.status, 200, "admin credits: {}", r.text());
+        r.json()
+    }
+
+    /// The account as `/api/v1/auth/me` shows it to this key.
+    pub async fn me(&self, key: &str) -> Value {
+        let auth = format!("Bearer {key}");
+        let r = request(
+            self.addr,
+            "GET",
+            "/api/v1/auth/me",
+            &[("Authorization", &auth)],
+            b"",
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()
+    }
+
+    pub async fn chat_as(&self, key: Option<&str>, body: &Value) -> Response {
+        let b = serde_json::to_vec(body).unwrap();
+        let auth = key.map(|k| format!("Bearer {k}"));
+        let mut headers = vec![("Content-Type", "application/json")];
+        if let Some(a) = &auth {
+            headers.push(("Authorization", a));
+        }
+        request(self.addr, "POST", "/v1/chat/completions", &headers, &b).await
     }
 
     pub fn log(&self) -> String {
@@ -127,8 +261,9 @@ impl Gateway {
         assert!(ok, "kill -{sig} failed");
     }
 
+    /// A chat request with the funded account's key.
     pub async fn chat(&self, body: Value) -> Response {
-        post_json(self.addr, "/v1/chat/completions", &body).await
+        self.chat_as(Some(&self.key), &body).await
     }
 
     pub async fn is_healthy(&self) -> bool {

@@ -1,0 +1,193 @@
+//! Credit arithmetic in integer micro-credits (1 credit = 1,000,000 µcr). Floats exist only at
+//! the edges: config rates and JSON numbers.
+//!
+//! Rates are µcr per 1K tokens, so a token costs `rate / 1000` µcr, which may be fractional;
+//! totals are rounded up once per request, never per token, so a request is never charged more
+//! than a thousandth of a micro-credit above its exact price.
+
+use crate::Usage;
+
+pub const MICROS_PER_CREDIT: i64 = 1_000_000;
+
+/// The price of one request in µcr: `ceil((p × in + c × out) / 1000)`.
+pub fn cost(usage: Usage, input_per_1k: u64, output_per_1k: u64) -> i64 {
+    let milli = usage.prompt_tokens as u128 * input_per_1k as u128
+        + usage.completion_tokens as u128 * output_per_1k as u128;
+    milli.div_ceil(1000).min(i64::MAX as u128) as i64
+}
+
+/// µcr as a JSON number of credits.
+pub fn to_credits(micros: i64) -> f64 {
+    micros as f64 / MICROS_PER_CREDIT as f64
+}
+
+/// µcr as a decimal string of credits without float noise (`99.9875`), for headers.
+pub fn format_credits(micros: i64) -> String {
+    let sign = if micros < 0 { "-" } else { "" };
+    let m = micros.unsigned_abs();
+    let whole = m / MICROS_PER_CREDIT as u64;
+    let frac = m % MICROS_PER_CREDIT as u64;
+    if frac == 0 {
+        return format!("{sign}{whole}");
+    }
+    let f = format!("{frac:06}");
+    format!("{sign}{whole}.{}", f.trim_end_matches('0'))
+}
+
+/// Credits from a JSON number to µcr; `None` for NaN, infinities or more than 10^12 credits.
+pub fn from_credits(c: f64) -> Option<i64> {
+    (c.is_finite() && c.abs() <= 1e12).then(|| (c * MICROS_PER_CREDIT as f64).round() as i64)
+}
+
+/// What to hold before forwarding a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldPlan {
+    /// The most the prompt can cost.
+    pub prompt_cost: i64,
+    /// The cost of the full `max_tokens` the client allowed.
+    pub wanted: i64,
+    /// The least hold that still buys one output token.
+    pub minimum: i64,
+    /// µcr per 1K output tokens used to convert a hold back into tokens.
+    pub output_per_1k: u64,
+}
+
+/// Plans the hold from an estimated prompt size and the highest rates among the route's
+/// candidates (the model that ends up serving the request may be any of them).
+pub fn plan_hold(
+    prompt_tokens: u64,
+    max_tokens: u64,
+    input_per_1k: u64,
+    output_per_1k: u64,
+) -> HoldPlan {
+    let prompt_cost = cost(
+        Usage {
+            prompt_tokens,
+            completion_tokens: 0,
+        },
+        input_per_1k,
+        0,
+    );
+    let out = |n: u64| {
+        cost(
+            Usage {
+                prompt_tokens: 0,
+                completion_tokens: n,
+            },
+            0,
+            output_per_1k,
+        )
+    };
+    HoldPlan {
+        prompt_cost,
+        wanted: prompt_cost.saturating_add(out(max_tokens)),
+        minimum: prompt_cost.saturating_add(out(1)),
+        output_per_1k,
+    }
+}
+
+impl HoldPlan {
+    /// How many output tokens a granted hold pays for (at least 1 when `held >= minimum`).
+    pub fn affordable_tokens(&self, held: i64, max_tokens: u64) -> u64 {
+        if self.output_per_1k == 0 {
+            return max_tokens;
+        }
+        let left = (held - self.prompt_cost).max(0) as u128;
+        let tokens = left * 1000 / self.output_per_1k as u128;
+        (tokens.min(max_tokens as u128)) as u64
+    }
+}
+
+/// A cheap upper-leaning estimate of a prompt's tokens for the hold, without running the
+/// tokenizer on the hot path: one token per 3 bytes of text (English averages about 4, CJK
+/// about 3) plus 8 per message of framing. Settlement uses the real count.
+pub fn estimate_prompt_tokens(messages: &serde_json::Value) -> u64 {
+    let Some(list) = messages.as_array() else {
+        return 0;
+    };
+    let mut bytes = 0u64;
+    for m in list {
+        match m.get("content") {
+            Some(serde_json::Value::String(s)) => bytes += s.len() as u64,
+            Some(other) if !other.is_null() => bytes += other.to_string().len() as u64,
+            _ => {}
+        }
+        if let Some(calls) = m.get("tool_calls") {
+            bytes += calls.to_string().len() as u64;
+        }
+    }
+    bytes.div_ceil(3) + 8 * list.len() as u64 + 3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_is_exact_then_rounded_up_once() {
+        // 1 credit / 1K in, 2 credits / 1K out: 1000 µcr and 2000 µcr per token.
+        let u = Usage {
+            prompt_tokens: 11,
+            completion_tokens: 7,
+        };
+        assert_eq!(cost(u, 1_000_000, 2_000_000), 11_000 + 14_000);
+        // 0.15 credits / 1K = 150 µcr per token... per 1K: 150_000 µcr/1K = 150 µcr/token.
+        assert_eq!(
+            cost(
+                Usage {
+                    prompt_tokens: 3,
+                    completion_tokens: 0
+                },
+                150_000,
+                0
+            ),
+            450
+        );
+        // Fractional: 1 µcr per 1K tokens, 1 token = 0.001 µcr, rounded up to 1.
+        assert_eq!(
+            cost(
+                Usage {
+                    prompt_tokens: 1,
+                    completion_tokens: 0
+                },
+                1,
+                0
+            ),
+            1
+        );
+        assert_eq!(cost(Usage::default(), 5, 5), 0);
+    }
+
+    #[test]
+    fn hold_plan_and_affordable_tokens() {
+        let p = plan_hold(10, 100, 1_000_000, 2_000_000);
+        assert_eq!(p.prompt_cost, 10_000);
+        assert_eq!(p.wanted, 10_000 + 200_000);
+        assert_eq!(p.minimum, 12_000);
+        assert_eq!(p.affordable_tokens(p.wanted, 100), 100);
+        assert_eq!(p.affordable_tokens(50_000, 100), 20);
+        assert_eq!(p.affordable_tokens(12_000, 100), 1);
+        assert_eq!(p.affordable_tokens(11_999, 100), 0);
+        let free = plan_hold(10, 100, 0, 0);
+        assert_eq!((free.wanted, free.minimum), (0, 0));
+        assert_eq!(free.affordable_tokens(0, 100), 100);
+    }
+
+    #[test]
+    fn credits_edges() {
+        assert_eq!(from_credits(100.0), Some(100_000_000));
+        assert_eq!(from_credits(0.000001), Some(1));
+        assert_eq!(from_credits(f64::NAN), None);
+        assert_eq!(to_credits(1_500_000), 1.5);
+        assert_eq!(format_credits(99_987_500), "99.9875");
+        assert_eq!(format_credits(100_000_000), "100");
+        assert_eq!(format_credits(1), "0.000001");
+    }
+
+    #[test]
+    fn prompt_estimate_leans_high() {
+        let m = serde_json::json!([{"role":"user","content":"hello world, how are you today?"}]);
+        let est = estimate_prompt_tokens(&m);
+        assert!(est >= crate::tokens::count_prompt(&m), "{est}");
+    }
+}

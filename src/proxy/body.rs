@@ -1,0 +1,89 @@
+//! Reading request bodies, bounded, and pulling typed fields out of JSON with errors that name
+//! the field.
+
+use bytes::BytesMut;
+use pingora::proxy::Session;
+use serde_json::{Map, Value};
+use tollgate_filters::GatewayError;
+
+/// Reads the whole body, refusing more than `max` bytes without buffering them.
+pub async fn read(session: &mut Session, max: usize) -> Result<BytesMut, GatewayError> {
+    let too_big = || GatewayError::invalid(format!("body: larger than the limit of {max} bytes"));
+    if let Some(len) = session
+        .req_header()
+        .headers
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<usize>().ok())
+    {
+        if len > max {
+            return Err(too_big());
+        }
+    }
+    let mut buf = BytesMut::new();
+    loop {
+        match session.read_request_body().await {
+            Ok(Some(chunk)) => {
+                if buf.len() + chunk.len() > max {
+                    return Err(too_big());
+                }
+                buf.extend_from_slice(&chunk);
+            }
+            Ok(None) => break,
+            Err(e) => {
+                return Err(GatewayError::invalid(format!(
+                    "body: could not be read ({e})"
+                )))
+            }
+        }
+    }
+    if buf.is_empty() {
+        return Err(GatewayError::invalid("body: is empty; send a JSON object"));
+    }
+    Ok(buf)
+}
+
+/// Reads a small JSON object body (account and admin endpoints).
+pub async fn json_object(
+    session: &mut Session,
+    max: usize,
+) -> Result<Map<String, Value>, GatewayError> {
+    let raw = read(session, max).await?;
+    match serde_json::from_slice::<Value>(&raw) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(GatewayError::invalid("body: must be a JSON object")),
+        Err(e) => Err(GatewayError::invalid(format!("body: malformed JSON ({e})"))),
+    }
+}
+
+pub fn string<'a>(m: &'a Map<String, Value>, field: &str) -> Result<&'a str, GatewayError> {
+    match m.get(field) {
+        Some(Value::String(s)) => Ok(s),
+        None | Some(Value::Null) => Err(GatewayError::invalid(format!("{field}: is required"))),
+        Some(_) => Err(GatewayError::invalid(format!("{field}: must be a string"))),
+    }
+}
+
+pub fn opt_string<'a>(
+    m: &'a Map<String, Value>,
+    field: &str,
+) -> Result<Option<&'a str>, GatewayError> {
+    match m.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(GatewayError::invalid(format!("{field}: must be a string"))),
+    }
+}
+
+/// An optional positive integer (a limit).
+pub fn opt_positive(m: &Map<String, Value>, field: &str) -> Result<Option<i64>, GatewayError> {
+    match m.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_i64() {
+            Some(n) if n > 0 => Ok(Some(n)),
+            _ => Err(GatewayError::invalid(format!(
+                "{field}: must be a positive integer or null"
+            ))),
+        },
+    }
+}
