@@ -214,7 +214,10 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
         let usage_asked = body["stream_options"]["include_usage"]
             .as_bool()
             .unwrap_or(false);
-        let completion = st.words.len() as u64;
+        // Like a real model, never produce more than max_tokens (one token per word here).
+        let limit = body["max_tokens"].as_u64().unwrap_or(u64::MAX) as usize;
+        let words: Vec<String> = st.words.iter().take(limit).cloned().collect();
+        let completion = words.len() as u64;
         let usage = json!({"prompt_tokens": PROMPT_TOKENS, "completion_tokens": completion, "total_tokens": PROMPT_TOKENS + completion});
         match &mode {
             Mode::Status(code) => {
@@ -251,7 +254,7 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
             let mut reply = json!({
                 "id": "chatcmpl-fake", "object": "chat.completion", "created": 1_700_000_000,
                 "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": st.words.concat()}, "finish_reason": "stop"}],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": words.concat()}, "finish_reason": if words.len() < st.words.len() { "length" } else { "stop" }}],
             });
             if mode != Mode::NoUsage {
                 reply["usage"] = usage.clone();
@@ -285,7 +288,7 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
             &chunk(json!({"role":"assistant","content":""}), Value::Null),
         )
         .await?;
-        for (i, w) in st.words.iter().enumerate() {
+        for (i, w) in words.iter().enumerate() {
             match &mode {
                 Mode::DieAfter(n) if i == *n => return Ok(()),
                 Mode::StallAfter(n) if i == *n => {

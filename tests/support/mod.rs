@@ -242,6 +242,16 @@ impl Gateway {
         request(self.addr, "POST", "/v1/chat/completions", &headers, &b).await
     }
 
+    /// The database URL this gateway uses, for a second instance sharing it.
+    pub fn config_db(&self) -> String {
+        let text = std::fs::read_to_string(&self.config_path).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("database_url"))
+            .unwrap();
+        line.split('"').nth(1).unwrap().to_string()
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("gateway.log")).unwrap_or_default()
     }
