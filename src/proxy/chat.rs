@@ -74,10 +74,9 @@ async fn pipeline(
         Caller::Key(key) => crate::metering::hold(gw, ctx, key, catalog, &plan, &req).await?,
         _ => None,
     };
-    let mut extra: Vec<(&'static str, String)> = Vec::new();
     if let Some(n) = resolution.notice {
-        extra.push(("Deprecation", format!("@{}", n.deprecated_at)));
-        extra.push(("Sunset", http_date(n.retires_at)));
+        ctx.set_header("Deprecation", format!("@{}", n.deprecated_at));
+        ctx.set_header("Sunset", http_date(n.retires_at));
     }
-    forward::run(gw, session, ctx, &rt, &req, &plan, max_tokens, &extra).await
+    forward::run(gw, session, ctx, &rt, &req, &plan, max_tokens).await
 }

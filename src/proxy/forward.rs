@@ -65,7 +65,6 @@ pub async fn run(
     req: &ChatRequest,
     plan: &[usize],
     max_tokens: Option<u64>,
-    extra: &[(&'static str, String)],
 ) -> Result<(), GatewayError> {
     let timeouts = &rt.config.timeouts;
     let deadline = Instant::now() + timeouts.response;
@@ -94,19 +93,9 @@ pub async fn run(
                 endpoint: &endpoint,
             };
             let result = if req.stream {
-                stream_attempt(gw, session, ctx, rt, req, &target, body.clone(), extra).await
+                stream_attempt(gw, session, ctx, rt, req, &target, body.clone()).await
             } else {
-                json_attempt(
-                    gw,
-                    session,
-                    ctx,
-                    req,
-                    &target,
-                    body.clone(),
-                    deadline,
-                    extra,
-                )
-                .await
+                json_attempt(gw, session, ctx, req, &target, body.clone(), deadline).await
             };
             let m = &gw.shared.metrics;
             match result {
@@ -250,7 +239,6 @@ async fn json_attempt(
     t: &Target<'_>,
     body: Bytes,
     deadline: Instant,
-    extra: &[(&'static str, String)],
 ) -> Result<(), AttemptError> {
     let header = request_header(false, t, body.len(), &ctx.request_id)?;
     let remaining = deadline.saturating_duration_since(Instant::now());
@@ -297,7 +285,7 @@ async fn json_attempt(
     ctx.status = 200;
     // JSON responses carry the balance after settlement, so settle before answering.
     crate::metering::settle(gw, ctx).await;
-    respond::send(session, ctx, 200, "application/json", out, extra).await;
+    respond::send(session, ctx, 200, "application/json", out, &[]).await;
     Ok(())
 }
 
@@ -345,7 +333,6 @@ async fn stream_attempt(
     req: &ChatRequest,
     t: &Target<'_>,
     body: Bytes,
-    extra: &[(&'static str, String)],
 ) -> Result<(), AttemptError> {
     let timeouts = &rt.config.timeouts;
     let header = request_header(true, t, body.len(), &ctx.request_id)?;
@@ -413,7 +400,7 @@ async fn stream_attempt(
     ctx.provider = Some(t.pool.provider.name.clone());
     ctx.rates = Some((t.model.input_micros_per_1k, t.model.output_micros_per_1k));
     ctx.status = 200;
-    let mut h = match respond::header(200, ctx, extra) {
+    let mut h = match respond::header(200, ctx, &[]) {
         Some(h) => h,
         None => return Err(failover("internal", "could not build response header")),
     };

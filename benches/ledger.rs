@@ -1,0 +1,86 @@
+//! What the credit ledger adds to a metered request: one hold and one settlement (with its
+//! usage row), on SQLite and, when `TOLLGATE_BENCH_DATABASE_URL` names one, on Postgres.
+//! Also the key lookup when cached (the common case) and when not.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use tollgate::store::{Ledger, Settlement};
+use tollgate_filters::credits::plan_hold;
+
+fn ledgers(rt: &tokio::runtime::Runtime) -> Vec<(String, Ledger)> {
+    let dir = std::env::temp_dir().join(format!("tollgate-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut out = vec![(
+        "sqlite".to_string(),
+        rt.block_on(Ledger::connect(&format!(
+            "sqlite://{}/bench.db",
+            dir.display()
+        )))
+        .unwrap(),
+    )];
+    if let Ok(url) = std::env::var("TOLLGATE_BENCH_DATABASE_URL") {
+        out.push((
+            "postgres".to_string(),
+            rt.block_on(Ledger::connect(&url)).unwrap(),
+        ));
+    }
+    out
+}
+
+fn bench_ledger(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    for (name, ledger) in ledgers(&rt) {
+        let user = format!("usr_bench_{}_{name}", std::process::id());
+        rt.block_on(ledger.create_account(&user, None, None, i64::MAX / 4, None, 0))
+            .unwrap();
+        let plan = plan_hold(500, 256, 1_000_000, 2_000_000);
+        let mut n = 0u64;
+        c.bench_function(&format!("ledger_hold_and_settle/{name}"), |b| {
+            b.iter(|| {
+                n += 1;
+                let id = format!("req_bench_{}_{name}_{n}", std::process::id());
+                rt.block_on(async {
+                    ledger
+                        .hold(&id, &user, &plan, i64::MAX)
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    ledger
+                        .settle(&Settlement {
+                            hold_id: id.clone(),
+                            request_id: id,
+                            account_id: user.clone(),
+                            key_id: None,
+                            model_requested: "m".into(),
+                            model_used: Some("m".into()),
+                            provider: Some("p".into()),
+                            prompt_tokens: 500,
+                            completion_tokens: 200,
+                            cost: 900_000,
+                            status: 200,
+                            latency_ms: 10,
+                            now_ms: 0,
+                        })
+                        .await
+                        .unwrap()
+                })
+            })
+        });
+        c.bench_function(&format!("ledger_key_lookup_uncached/{name}"), |b| {
+            b.iter(|| {
+                rt.block_on(
+                    ledger.key_auth(
+                        "0000000000000000000000000000000000000000000000000000000000000000",
+                    ),
+                )
+                .unwrap()
+            })
+        });
+    }
+}
+
+criterion_group!(benches, bench_ledger);
+criterion_main!(benches);
