@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
+use tollgate_filters::ratelimit::Cidr;
 use tollgate_filters::route::{Catalog, ModelSpec, Tier, MIN_NOTICE_SECS};
 use tollgate_filters::time::parse_date;
 
@@ -75,6 +76,12 @@ pub struct StorageConfig {
     pub hold_ttl_secs: f64,
     /// How often each instance looks for expired holds.
     pub hold_reap_interval_secs: f64,
+    /// `fail_open` (serve and count in-process when Redis fails) or `fail_closed` (503).
+    pub redis_failure_mode: String,
+    /// How long a rate-limit check may wait for Redis before the failure mode applies.
+    pub redis_timeout_ms: u64,
+    /// Prefix of every Redis key, so several deployments can share one Redis.
+    pub redis_prefix: String,
 }
 
 impl Default for StorageConfig {
@@ -84,6 +91,9 @@ impl Default for StorageConfig {
             redis_url: String::new(),
             hold_ttl_secs: 900.0,
             hold_reap_interval_secs: 30.0,
+            redis_failure_mode: "fail_open".into(),
+            redis_timeout_ms: 250,
+            redis_prefix: "tg".into(),
         }
     }
 }
@@ -294,6 +304,7 @@ pub struct Config {
     pub timeouts: Timeouts,
     pub providers: Vec<Provider>,
     pub catalog: Catalog,
+    pub trusted_proxies: Vec<Cidr>,
 }
 
 /// One problem in a config file, with the key path it sits at.
@@ -401,6 +412,32 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
         raw.storage.hold_reap_interval_secs,
         &mut errs,
     );
+    if crate::limits::FailureMode::parse(&raw.storage.redis_failure_mode).is_none() {
+        errs.push(err(
+            "storage.redis_failure_mode",
+            "must be fail_open or fail_closed",
+        ));
+    }
+    if raw.storage.redis_timeout_ms == 0 {
+        errs.push(err("storage.redis_timeout_ms", "must be above 0"));
+    }
+    let r = &raw.storage.redis_url;
+    if !(r.is_empty() || r.starts_with("redis://") || r.starts_with("rediss://")) {
+        errs.push(err(
+            "storage.redis_url",
+            "must be empty or start with redis://",
+        ));
+    }
+    let mut trusted_proxies = Vec::new();
+    for (i, c) in raw.server.trusted_proxies.iter().enumerate() {
+        match Cidr::parse(c) {
+            Some(c) => trusted_proxies.push(c),
+            None => errs.push(err(
+                format!("server.trusted_proxies[{i}]"),
+                "must be an IP or CIDR like 10.0.0.0/8",
+            )),
+        }
+    }
     let db = &raw.storage.database_url;
     if !(db.starts_with("sqlite:")
         || db.starts_with("postgres://")
@@ -580,6 +617,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
         timeouts,
         providers,
         catalog: Catalog::new(models, aliases),
+        trusted_proxies,
         raw,
     })
 }

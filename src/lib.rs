@@ -13,6 +13,7 @@
 //! - [`metrics`]: Prometheus metrics and their endpoint.
 //! - [`store`]: the ledger (accounts, keys, holds, usage) on SQLite or Postgres.
 //! - [`auth`]: API keys with their cache, sessions, passwords, the login throttle.
+//! - [`limits`]: rate limits per plan, in-process or in Redis.
 //! - [`metering`]: the credit hold before forwarding and the settlement after.
 //!
 //! The logic that needs no I/O (validation, SSE, routing, errors) lives in `tollgate-filters`.
@@ -20,6 +21,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod limits;
 pub mod metering;
 pub mod metrics;
 pub mod proxy;

@@ -20,6 +20,8 @@ pub struct Metrics {
     pub failovers: IntCounterVec,
     pub upstream_healthy: IntGaugeVec,
     pub reloads: IntCounterVec,
+    pub ratelimit: IntCounterVec,
+    pub ratelimit_store_errors: IntCounterVec,
 }
 
 impl Metrics {
@@ -73,7 +75,27 @@ impl Metrics {
             &["result"],
         )
         .expect("static metric definition");
-        for c in [&requests, &upstream_attempts, &failovers, &reloads] {
+        let ratelimit = IntCounterVec::new(
+            Opts::new("tollgate_ratelimit_total", "Rate-limit decisions by plan"),
+            &["plan", "decision"],
+        )
+        .expect("static metric definition");
+        let ratelimit_store_errors = IntCounterVec::new(
+            Opts::new(
+                "tollgate_ratelimit_store_errors_total",
+                "Rate-limit checks that could not reach Redis, by failure mode",
+            ),
+            &["mode"],
+        )
+        .expect("static metric definition");
+        for c in [
+            &requests,
+            &upstream_attempts,
+            &failovers,
+            &reloads,
+            &ratelimit,
+            &ratelimit_store_errors,
+        ] {
             registry
                 .register(Box::new(c.clone()))
                 .expect("unique metric");
@@ -92,6 +114,8 @@ impl Metrics {
             failovers,
             upstream_healthy,
             reloads,
+            ratelimit,
+            ratelimit_store_errors,
         }
     }
 }

@@ -133,6 +133,53 @@ impl BackgroundService for LedgerService {
     }
 }
 
+/// Connects the shared counter store (Redis) inside Pingora's runtime, retrying until it
+/// answers. The connection manager reconnects by itself afterwards.
+pub struct CounterService(pub Arc<Shared>);
+
+#[async_trait]
+impl BackgroundService for CounterService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let url = self.0.storage.redis_url.clone();
+        if url.is_empty() {
+            return;
+        }
+        let client = match redis::Client::open(url.as_str()) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("bad redis_url, rate limits stay in-process or closed: {e}");
+                return;
+            }
+        };
+        let timeout = self.0.storage.redis_timeout_ms;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Duration::from_millis(timeout.max(500)))
+            .set_response_timeout(Duration::from_millis(timeout.max(500)))
+            .set_number_of_retries(2)
+            .set_max_delay(2000);
+        let mut wait = Duration::from_millis(200);
+        loop {
+            match redis::aio::ConnectionManager::new_with_config(client.clone(), config.clone())
+                .await
+            {
+                Ok(conn) => {
+                    let _ = self.0.limiter.redis.set(conn);
+                    tracing::info!("rate-limit counters on redis");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!("redis unreachable, retrying in {wait:?}: {e}");
+                    tokio::select! {
+                        _ = shutdown.changed() => return,
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+}
+
 /// Builds the Pingora server with the proxy, metrics, health and reload services.
 pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, String> {
     // Name resolution at start needs a runtime; it is thrown away afterwards and holds no
@@ -177,6 +224,10 @@ pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, Stri
     server.add_service(background_service(
         "config reload",
         ReloadService(shared.clone()),
+    ));
+    server.add_service(background_service(
+        "counters",
+        CounterService(shared.clone()),
     ));
     server.add_service(background_service("ledger", LedgerService(shared)));
     Ok(server)

@@ -10,6 +10,7 @@ use arc_swap::ArcSwap;
 
 use crate::auth::{KeyCache, LoginThrottle};
 use crate::config::{Config, StorageConfig};
+use crate::limits::{FailureMode, Limiter};
 use crate::metrics::Metrics;
 use crate::store::Ledger;
 use crate::upstream::{self, Pool};
@@ -41,6 +42,7 @@ pub struct Shared {
     pub keys: KeyCache,
     pub throttle: LoginThrottle,
     pub admin_token: Option<String>,
+    pub limiter: Limiter,
     /// Storage settings as read at start (not reloadable).
     pub storage: StorageConfig,
 }
@@ -59,6 +61,12 @@ impl Shared {
             keys: KeyCache::default(),
             throttle: LoginThrottle::default(),
             admin_token,
+            limiter: Limiter::new(
+                !storage.redis_url.is_empty(),
+                FailureMode::parse(&storage.redis_failure_mode).unwrap_or(FailureMode::FailOpen),
+                std::time::Duration::from_millis(storage.redis_timeout_ms),
+                storage.redis_prefix.clone(),
+            ),
             storage,
         })
     }

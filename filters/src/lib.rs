@@ -20,6 +20,7 @@
 pub mod credits;
 pub mod error;
 pub mod keys;
+pub mod ratelimit;
 pub mod route;
 pub mod sse;
 pub mod stream;

@@ -96,7 +96,7 @@ pub async fn login(
     let m = body::json_object(session, MAX_ACCOUNT_BODY).await?;
     let email = normalise_email(body::string(&m, "email")?)?;
     let password = body::string(&m, "password")?;
-    let ip = super::client_ip(session);
+    let ip = super::client_ip(session, &gw.shared.runtime.load().config.trusted_proxies);
     gw.shared.throttle.check(&email, ip)?;
     let found = ledger.login_lookup(&email).await?;
     let ok = match &found {

@@ -1,6 +1,6 @@
 //! `POST /v1/chat/completions`: the pipeline of one chat request.
 //!
-//! request id → auth → [rate limit] → body → validate → resolve → plan → credit hold →
+//! request id → auth → rate limit → body → validate → resolve → plan → credit hold →
 //! forward → settle. A request that fails anywhere after the hold is settled too (at zero cost
 //! when no output was produced), so every held request ends with exactly one usage row.
 
@@ -32,6 +32,7 @@ async fn pipeline(
     ctx: &mut RequestCtx,
 ) -> Result<(), GatewayError> {
     let caller = gw.authenticate(session, false).await?;
+    gw.rate_limit(session, ctx, &caller).await?;
     let rt = gw.shared.runtime.load_full();
     let max = rt.config.raw.server.max_body_bytes;
     let raw = body::read(session, max).await?;

@@ -43,6 +43,74 @@ impl Gateway {
         }
     }
 
+    /// Checks and counts the request against the caller's plan (accounts by id, guests by IP),
+    /// sets the `X-RateLimit-*` headers, and answers 429 when a window is full. A rejected
+    /// request is not counted.
+    pub async fn rate_limit(
+        &self,
+        session: &Session,
+        ctx: &mut RequestCtx,
+        caller: &Caller,
+    ) -> Result<(), GatewayError> {
+        let rt = self.shared.runtime.load();
+        let plans = &rt.config.raw.plans;
+        let (ident, plan, windows) = match caller {
+            Caller::Key(k) => (
+                format!("acct:{}", k.account_id),
+                k.plan.clone(),
+                crate::limits::windows(plans, &k.plan, k.requests_per_hour, k.requests_per_day),
+            ),
+            Caller::Guest => {
+                let ip = client_ip(session, &rt.config.trusted_proxies)
+                    .map(|i| i.to_string())
+                    .unwrap_or_default();
+                (
+                    format!("ip:{ip}"),
+                    "guest".to_string(),
+                    crate::limits::windows(plans, "guest", None, None),
+                )
+            }
+            Caller::Session(_) => return Ok(()),
+        };
+        let m = &self.shared.metrics;
+        let d = self
+            .shared
+            .limiter
+            .check(&ident, &windows, &ctx.request_id, m)
+            .await?;
+        if d.limit > 0 {
+            ctx.set_header("X-RateLimit-Limit-Requests", d.limit.to_string());
+            ctx.set_header("X-RateLimit-Remaining-Requests", d.remaining.to_string());
+            ctx.set_header(
+                "X-RateLimit-Reset-Requests",
+                crate::limits::format_reset(d.reset_ms),
+            );
+        }
+        m.ratelimit
+            .with_label_values(&[&plan, if d.admitted { "admitted" } else { "limited" }])
+            .inc();
+        if d.admitted {
+            Ok(())
+        } else {
+            Err(GatewayError::new(
+                ErrorKind::RateLimited { retry_after: d.retry_after_secs() },
+                format!("rate limit of the {plan} plan reached ({} requests per window); retry after {} s", d.limit, d.retry_after_secs()),
+            ))
+        }
+    }
+
+    /// The model lists count against the limit for guests only.
+    async fn guest_limit(
+        &self,
+        session: &Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<(), GatewayError> {
+        match self.authenticate(session, false).await? {
+            Caller::Guest => self.rate_limit(session, ctx, &Caller::Guest).await,
+            _ => Ok(()),
+        }
+    }
+
     /// The ledger, or 503 while the store is still connecting.
     pub fn ledger(&self) -> Result<&Ledger, GatewayError> {
         self.shared.ledger.get().ok_or_else(|| {
@@ -93,12 +161,22 @@ impl Gateway {
     }
 }
 
-/// The client's IP: the peer address (trusted-proxy handling arrives with rate limits).
-pub fn client_ip(session: &Session) -> Option<std::net::IpAddr> {
-    session
+/// The client's IP: the peer, or for a peer in `trusted_proxies` the right-most untrusted
+/// address of `X-Forwarded-For`.
+pub fn client_ip(
+    session: &Session,
+    trusted: &[tollgate_filters::ratelimit::Cidr],
+) -> Option<std::net::IpAddr> {
+    let peer = session
         .client_addr()
         .and_then(|a| a.as_inet())
-        .map(|a| a.ip())
+        .map(|a| a.ip())?;
+    let xff = session
+        .req_header()
+        .headers
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok());
+    Some(tollgate_filters::ratelimit::client_ip(peer, xff, trusted))
 }
 
 pub fn session_cookie(session: &Session) -> Option<String> {
@@ -189,17 +267,27 @@ impl ProxyHttp for Gateway {
             }
             ("GET", "/v1/models") => {
                 ctx.route = "models";
-                let rt = self.shared.runtime.load();
-                let body = models::list(&rt.config.catalog, unix_now(), self.started);
-                respond::json(session, ctx, 200, &body, &[]).await;
-                Ok(())
+                match self.guest_limit(session, ctx).await {
+                    Ok(()) => {
+                        let rt = self.shared.runtime.load();
+                        let body = models::list(&rt.config.catalog, unix_now(), self.started);
+                        respond::json(session, ctx, 200, &body, &[]).await;
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
             }
             ("GET", "/v1/models/pricing") => {
                 ctx.route = "pricing";
-                let rt = self.shared.runtime.load();
-                let body = models::pricing(&rt.config.catalog, unix_now());
-                respond::json(session, ctx, 200, &body, &[]).await;
-                Ok(())
+                match self.guest_limit(session, ctx).await {
+                    Ok(()) => {
+                        let rt = self.shared.runtime.load();
+                        let body = models::pricing(&rt.config.catalog, unix_now());
+                        respond::json(session, ctx, 200, &body, &[]).await;
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
             }
             ("GET", "/healthz") => {
                 ctx.route = "healthz";

@@ -62,6 +62,28 @@ pub struct Opts {
     /// Sign up an account and fund it with this many credits (default 1,000,000).
     pub credits: Option<f64>,
     pub no_account: bool,
+    /// `[plans.*]` sections; default: a guest tier too generous to get in a test's way.
+    pub plans: Option<String>,
+    /// Plan of the funded account (default `business`, unlimited).
+    pub plan: Option<String>,
+    /// Redis key prefix; default a fresh one, so runs and tests never share counters.
+    pub redis_prefix: Option<String>,
+    /// Use this Redis instead of `TOLLGATE_TEST_REDIS_URL` (failure-mode tests).
+    pub redis_url: Option<String>,
+}
+
+/// `TOLLGATE_TEST_REDIS_URL`, or `None` (in-process counters).
+pub fn redis_url() -> Option<String> {
+    match std::env::var("TOLLGATE_TEST_REDIS_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            assert!(
+                !services_required(),
+                "TOLLGATE_TEST_REQUIRE_SERVICES=1 but TOLLGATE_TEST_REDIS_URL is not set"
+            );
+            None
+        }
+    }
 }
 
 pub fn services_required() -> bool {
@@ -117,11 +139,23 @@ impl Gateway {
             .database_url
             .clone()
             .unwrap_or_else(|| database_url(&dir));
+        let prefix = opts
+            .redis_prefix
+            .clone()
+            .unwrap_or_else(|| format!("tgtest{}", rand_suffix()));
+        let mut storage = opts.storage.clone();
+        if let Some(r) = opts.redis_url.clone().or_else(redis_url) {
+            storage.push_str(&format!(
+                "\nredis_url = \"{r}\"\nredis_prefix = \"{prefix}\"\n"
+            ));
+        }
+        let plans = opts.plans.clone().unwrap_or_else(|| {
+            "[plans.guest]\nrequests_per_hour = 100000\nrequests_per_day = 100000\n".into()
+        });
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let server_section = format!(
-            "[server]\nlisten = \"{addr}\"\nmetrics_listen = \"{metrics_addr}\"\nthreads = 2\ngraceful_shutdown_secs = 1\nmax_body_bytes = 8388608\n\n[storage]\ndatabase_url = \"{db}\"\n{}\n\n",
-            opts.storage
+            "[server]\nlisten = \"{addr}\"\nmetrics_listen = \"{metrics_addr}\"\nthreads = 2\ngraceful_shutdown_secs = 1\nmax_body_bytes = 8388608\n\n[storage]\ndatabase_url = \"{db}\"\n{storage}\n\n{plans}\n"
         );
         let config_path = dir.join("tollgate.toml");
         std::fs::write(&config_path, format!("{server_section}{body}")).unwrap();
@@ -174,6 +208,13 @@ impl Gateway {
             let (user_id, key) = gw.signup(&unique_email()).await;
             gw.admin_credits(&user_id, opts.credits.unwrap_or(1_000_000.0) - 100.0)
                 .await;
+            gw.admin_plan(
+                &user_id,
+                opts.plan.as_deref().unwrap_or("business"),
+                None,
+                None,
+            )
+            .await;
             gw.user_id = user_id;
             gw.key = key;
         }
@@ -215,6 +256,34 @@ impl Gateway {
         .await;
         assert_eq!(r.status, 200, "admin credits: {}", r.text());
         r.json()
+    }
+
+    /// Sets a plan (and per-account limits) through the admin API.
+    pub async fn admin_plan(
+        &self,
+        user_id: &str,
+        plan: &str,
+        per_hour: Option<u64>,
+        per_day: Option<u64>,
+    ) {
+        let body = serde_json::to_vec(&serde_json::json!({"plan": plan, "requests_per_hour": per_hour, "requests_per_day": per_day})).unwrap();
+        let auth = format!("Bearer {ADMIN_TOKEN}");
+        let r = request(
+            self.addr,
+            "PUT",
+            &format!("/api/v1/admin/accounts/{user_id}/plan"),
+            &[("Authorization", &auth)],
+            &body,
+        )
+        .await;
+        assert_eq!(r.status, 200, "admin plan: {}", r.text());
+    }
+
+    /// The Redis prefix this gateway counts under (for a second instance sharing its limits).
+    pub fn redis_prefix(&self) -> Option<String> {
+        let text = std::fs::read_to_string(&self.config_path).unwrap();
+        let line = text.lines().find(|l| l.starts_with("redis_prefix"))?;
+        Some(line.split('"').nth(1)?.to_string())
     }
 
     /// The account as `/api/v1/auth/me` shows it to this key.

@@ -1,0 +1,253 @@
+//! Rate-limit windows: a sliding log per window, checked and counted atomically across every
+//! window of a plan (hourly and daily).
+//!
+//! A sliding log admits at most `limit` requests in *any* window-long interval, exactly, so
+//! there is no burst of twice the limit at a fixed window's edge (the fixed-window flaw) and no
+//! estimate (the sliding-window-counter's). `retry_after` is exact too: the time until the
+//! oldest counted request leaves the window. The Redis backend runs the same algorithm in one
+//! Lua script; this is the in-process one and the reference for both.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+/// One window of a plan: at most `limit` requests per `window_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub window_ms: i64,
+    pub limit: u64,
+}
+
+pub const HOUR_MS: i64 = 3_600_000;
+pub const DAY_MS: i64 = 86_400_000;
+
+/// The outcome of one check, with what the `X-RateLimit-*` headers report: the window with the
+/// fewest requests left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    pub admitted: bool,
+    pub limit: u64,
+    pub remaining: u64,
+    /// Milliseconds until the reported window frees a slot.
+    pub reset_ms: i64,
+    /// Milliseconds until a request would be admitted (0 when admitted).
+    pub retry_ms: i64,
+}
+
+impl Decision {
+    pub fn unlimited() -> Decision {
+        Decision {
+            admitted: true,
+            limit: 0,
+            remaining: 0,
+            reset_ms: 0,
+            retry_ms: 0,
+        }
+    }
+
+    /// Whole seconds until admission, at least 1.
+    pub fn retry_after_secs(&self) -> u64 {
+        ((self.retry_ms.max(1) + 999) / 1000) as u64
+    }
+}
+
+/// Checks every window and counts the request in all of them only if all admit it.
+/// `logs[i]` holds the timestamps (ms) counted in `windows[i]`.
+pub fn check_and_count(logs: &mut [&mut VecDeque<i64>], windows: &[Window], now: i64) -> Decision {
+    let mut report: Option<(u64, u64, i64)> = None; // (limit, remaining after, reset)
+    let mut retry = 0i64;
+    for (log, w) in logs.iter_mut().zip(windows) {
+        while log.front().is_some_and(|&t| t <= now - w.window_ms) {
+            log.pop_front();
+        }
+        let count = log.len() as u64;
+        let reset = log.front().map_or(w.window_ms, |&t| t + w.window_ms - now);
+        if count >= w.limit {
+            // The request is admitted once enough old entries leave: the (count - limit + 1)-th oldest.
+            let idx = (count - w.limit) as usize;
+            let t = log.get(idx).copied().unwrap_or(now);
+            retry = retry.max(t + w.window_ms - now);
+            let r = (w.limit, 0, reset);
+            if report.is_none_or(|(_, rem, _)| rem > 0) {
+                report = Some(r);
+            }
+        } else {
+            let rem = w.limit - count - 1;
+            if report.is_none_or(|(_, best, _)| rem < best) {
+                report = Some((w.limit, rem, reset));
+            }
+        }
+    }
+    let admitted = retry == 0;
+    if admitted {
+        for log in logs.iter_mut() {
+            log.push_back(now);
+        }
+    }
+    match report {
+        Some((limit, remaining, reset_ms)) => Decision {
+            admitted,
+            limit,
+            remaining,
+            reset_ms,
+            retry_ms: retry,
+        },
+        None => Decision::unlimited(),
+    }
+}
+
+/// An IP network from `a.b.c.d/n`, `::1/128` or a bare address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    pub fn parse(s: &str) -> Option<Cidr> {
+        let (a, p) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a.trim().parse().ok()?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            Some(p) => p.trim().parse::<u8>().ok().filter(|p| *p <= max)?,
+            None => max,
+        };
+        Some(Cidr { addr, prefix })
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(i)) => {
+                let mask = if self.prefix == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - self.prefix)
+                };
+                u32::from(n) & mask == u32::from(i) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(i)) => {
+                let mask = if self.prefix == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - self.prefix)
+                };
+                u128::from(n) & mask == u128::from(i) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The client of a request: the peer, unless the peer is a trusted proxy, in which case the
+/// right-most address of `X-Forwarded-For` that is not itself trusted (what a client prepends
+/// to the header is never believed).
+pub fn client_ip(peer: IpAddr, forwarded_for: Option<&str>, trusted: &[Cidr]) -> IpAddr {
+    let is_trusted = |ip: IpAddr| trusted.iter().any(|c| c.contains(ip));
+    if !is_trusted(peer) {
+        return peer;
+    }
+    let Some(xff) = forwarded_for else {
+        return peer;
+    };
+    let mut client = peer;
+    for part in xff.rsplit(',') {
+        match part.trim().parse::<IpAddr>() {
+            Ok(ip) => {
+                client = ip;
+                if !is_trusted(ip) {
+                    return ip;
+                }
+            }
+            // A garbled entry: stop believing the header here.
+            Err(_) => return client,
+        }
+    }
+    client
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(window_ms: i64, limit: u64) -> Window {
+        Window { window_ms, limit }
+    }
+
+    #[test]
+    fn admits_exactly_the_limit_and_counts_only_admitted() {
+        let (mut h, mut d) = (VecDeque::new(), VecDeque::new());
+        let ws = [w(1000, 3), w(10_000, 5)];
+        for i in 0..3 {
+            let dec = check_and_count(&mut [&mut h, &mut d], &ws, i);
+            assert!(dec.admitted);
+            assert_eq!(dec.remaining, 2 - i as u64);
+        }
+        let dec = check_and_count(&mut [&mut h, &mut d], &ws, 10);
+        assert!(!dec.admitted);
+        assert_eq!(dec.remaining, 0);
+        assert_eq!(
+            dec.retry_ms,
+            1000 - 10,
+            "until the first request leaves the 1 s window"
+        );
+        assert_eq!(h.len(), 3, "a rejected request is not counted");
+        assert_eq!(d.len(), 3);
+    }
+
+    #[test]
+    fn window_edge_is_exact_not_a_double_burst() {
+        let mut h = VecDeque::new();
+        let ws = [w(1000, 2)];
+        assert!(check_and_count(&mut [&mut h], &ws, 900).admitted);
+        assert!(check_and_count(&mut [&mut h], &ws, 950).admitted);
+        // A fixed window would reset at 1000 and admit two more; the sliding log does not.
+        let dec = check_and_count(&mut [&mut h], &ws, 1001);
+        assert!(!dec.admitted);
+        assert_eq!(dec.retry_ms, 900 + 1000 - 1001);
+        assert_eq!(dec.retry_after_secs(), 1);
+        assert!(check_and_count(&mut [&mut h], &ws, 1900).admitted);
+    }
+
+    #[test]
+    fn the_tighter_window_is_reported_and_blocks() {
+        let (mut h, mut d) = (VecDeque::new(), VecDeque::new());
+        let ws = [w(HOUR_MS, 30), w(DAY_MS, 2)];
+        check_and_count(&mut [&mut h, &mut d], &ws, 0);
+        let dec = check_and_count(&mut [&mut h, &mut d], &ws, 1);
+        assert!(dec.admitted);
+        assert_eq!((dec.limit, dec.remaining), (2, 0));
+        let dec = check_and_count(&mut [&mut h, &mut d], &ws, 2);
+        assert!(!dec.admitted);
+        assert_eq!(dec.retry_ms, DAY_MS - 2);
+        assert_eq!(h.len(), 2);
+    }
+
+    #[test]
+    fn cidrs_and_forwarded_for() {
+        let t = [
+            Cidr::parse("10.0.0.0/8").unwrap(),
+            Cidr::parse("::1").unwrap(),
+        ];
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(t[0].contains(ip("10.2.3.4")) && !t[0].contains(ip("11.0.0.1")));
+        assert!(Cidr::parse("1.2.3.4/33").is_none() && Cidr::parse("nope").is_none());
+        // Untrusted peer: the header is ignored.
+        assert_eq!(client_ip(ip("8.8.8.8"), Some("1.1.1.1"), &t), ip("8.8.8.8"));
+        // Trusted peer: the right-most untrusted entry.
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), Some("6.6.6.6, 5.5.5.5, 10.0.0.9"), &t),
+            ip("5.5.5.5")
+        );
+        assert_eq!(client_ip(ip("10.0.0.1"), None, &t), ip("10.0.0.1"));
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), Some("garbage"), &t),
+            ip("10.0.0.1")
+        );
+        assert_eq!(
+            client_ip(ip("::1"), Some("2001:db8::7"), &t),
+            ip("2001:db8::7")
+        );
+    }
+}
