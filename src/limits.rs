@@ -120,7 +120,7 @@ pub fn windows(
 }
 
 pub struct Limiter {
-    local: Mutex<HashMap<String, Vec<VecDeque<i64>>>>,
+    local: Mutex<HashMap<String, HashMap<i64, VecDeque<i64>>>>,
     /// Set by the counter service once Redis answers (and only when `redis_url` is set).
     pub redis: tokio::sync::OnceCell<ConnectionManager>,
     pub redis_configured: bool,
@@ -201,16 +201,22 @@ impl Limiter {
         if map.len() > 200_000 {
             // Drop idents whose every entry has aged out of the longest window.
             map.retain(|_, logs| {
-                logs.iter()
+                logs.values()
                     .any(|l| l.back().is_some_and(|&t| t > now - DAY_MS))
             });
         }
-        let key = format!("{ident}|{}", signature(windows));
-        let logs = map
-            .entry(key)
-            .or_insert_with(|| vec![VecDeque::new(); windows.len()]);
-        let mut refs: Vec<&mut VecDeque<i64>> = logs.iter_mut().collect();
-        check_and_count(&mut refs, windows, now)
+        // One log per window length, as in Redis: a changed limit applies to what was counted.
+        let logs = map.entry(ident.to_owned()).or_default();
+        let mut taken: Vec<VecDeque<i64>> = windows
+            .iter()
+            .map(|w| logs.remove(&w.window_ms).unwrap_or_default())
+            .collect();
+        let mut refs: Vec<&mut VecDeque<i64>> = taken.iter_mut().collect();
+        let d = check_and_count(&mut refs, windows, now);
+        for (w, log) in windows.iter().zip(taken) {
+            logs.insert(w.window_ms, log);
+        }
+        d
     }
 
     async fn check_redis(
@@ -221,13 +227,11 @@ impl Limiter {
         member: &str,
     ) -> redis::RedisResult<Decision> {
         let mut inv = self.script.prepare_invoke();
-        let sig = signature(windows);
         for w in windows {
-            // The hash tag keeps an ident's keys in one slot on Redis Cluster.
-            inv.key(format!(
-                "{}:rl:{{{ident}}}:{}:{sig}",
-                self.prefix, w.window_ms
-            ));
+            // One log per window length: a changed limit (plan change, override) applies to
+            // the requests already counted. The hash tag keeps an ident's keys in one slot on
+            // Redis Cluster.
+            inv.key(format!("{}:rl:{{{ident}}}:{}", self.prefix, w.window_ms));
         }
         inv.arg(member);
         for w in windows {
@@ -243,16 +247,6 @@ impl Limiter {
             retry_ms,
         })
     }
-}
-
-/// Keys depend on the limits too, so a plan change starts a fresh log instead of reading one
-/// counted under other numbers.
-fn signature(windows: &[Window]) -> String {
-    windows
-        .iter()
-        .map(|w| w.limit.to_string())
-        .collect::<Vec<_>>()
-        .join("-")
 }
 
 /// `X-RateLimit-Reset-Requests` in OpenAI's style: `1h2m3s`, `45s`, `0.5s`.

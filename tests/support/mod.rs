@@ -70,6 +70,8 @@ pub struct Opts {
     pub redis_prefix: Option<String>,
     /// Use this Redis instead of `TOLLGATE_TEST_REDIS_URL` (failure-mode tests).
     pub redis_url: Option<String>,
+    /// `server.trusted_proxies`, one CIDR.
+    pub trusted: Option<String>,
 }
 
 /// `TOLLGATE_TEST_REDIS_URL`, or `None` (in-process counters).
@@ -149,13 +151,18 @@ impl Gateway {
                 "\nredis_url = \"{r}\"\nredis_prefix = \"{prefix}\"\n"
             ));
         }
+        let trusted = opts
+            .trusted
+            .as_ref()
+            .map(|t| format!("\"{t}\""))
+            .unwrap_or_default();
         let plans = opts.plans.clone().unwrap_or_else(|| {
             "[plans.guest]\nrequests_per_hour = 100000\nrequests_per_day = 100000\n".into()
         });
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let server_section = format!(
-            "[server]\nlisten = \"{addr}\"\nmetrics_listen = \"{metrics_addr}\"\nthreads = 2\ngraceful_shutdown_secs = 1\nmax_body_bytes = 8388608\n\n[storage]\ndatabase_url = \"{db}\"\n{storage}\n\n{plans}\n"
+            "[server]\nlisten = \"{addr}\"\nmetrics_listen = \"{metrics_addr}\"\nthreads = 2\ngraceful_shutdown_secs = 1\nmax_body_bytes = 8388608\ntrusted_proxies = [{trusted}]\n\n[storage]\ndatabase_url = \"{db}\"\n{storage}\n\n{plans}\n"
         );
         let config_path = dir.join("tollgate.toml");
         std::fs::write(&config_path, format!("{server_section}{body}")).unwrap();

@@ -1,6 +1,7 @@
-//! What the credit ledger adds to a metered request: one hold and one settlement (with its
-//! usage row), on SQLite and, when `TOLLGATE_BENCH_DATABASE_URL` names one, on Postgres.
-//! Also the key lookup when cached (the common case) and when not.
+//! What the stores add to a metered request: the credit ledger's hold and settlement (with its
+//! usage row) on SQLite and, when `TOLLGATE_BENCH_DATABASE_URL` names one, on Postgres; an
+//! uncached key lookup; and the rate limiter's check-and-count in-process and, when
+//! `TOLLGATE_BENCH_REDIS_URL` names one, in Redis (one Lua script round trip).
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use tollgate::store::{Ledger, Settlement};
@@ -82,5 +83,65 @@ fn bench_ledger(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_ledger);
+fn bench_limiter(c: &mut Criterion) {
+    use tollgate::limits::{FailureMode, Limiter};
+    use tollgate_filters::ratelimit::{Window, DAY_MS, HOUR_MS};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let metrics = tollgate::metrics::Metrics::new();
+    // Limits high enough never to refuse: the cost measured is check-and-count.
+    let windows = [
+        Window {
+            window_ms: HOUR_MS,
+            limit: u64::MAX / 2,
+        },
+        Window {
+            window_ms: DAY_MS,
+            limit: u64::MAX / 2,
+        },
+    ];
+    let local = Limiter::new(
+        false,
+        FailureMode::FailOpen,
+        std::time::Duration::from_secs(1),
+        "bench".into(),
+    );
+    let mut n = 0u64;
+    c.bench_function("limiter_check/in_process", |b| {
+        b.iter(|| {
+            n += 1;
+            // Spread over accounts like real traffic, so logs stay short.
+            let ident = format!("acct:{}", n % 1000);
+            rt.block_on(local.check(&ident, &windows, "m", &metrics))
+                .unwrap()
+        })
+    });
+    if let Ok(url) = std::env::var("TOLLGATE_BENCH_REDIS_URL") {
+        let redis = Limiter::new(
+            true,
+            FailureMode::FailClosed,
+            std::time::Duration::from_secs(1),
+            format!("bench{}", std::process::id()),
+        );
+        let conn = rt.block_on(async {
+            redis::aio::ConnectionManager::new(redis::Client::open(url.as_str()).unwrap())
+                .await
+                .unwrap()
+        });
+        let _ = redis.redis.set(conn);
+        c.bench_function("limiter_check/redis", |b| {
+            b.iter(|| {
+                n += 1;
+                let ident = format!("acct:{}", n % 1000);
+                rt.block_on(redis.check(&ident, &windows, &n.to_string(), &metrics))
+                    .unwrap()
+            })
+        });
+    }
+}
+
+criterion_group!(benches, bench_ledger, bench_limiter);
 criterion_main!(benches);
