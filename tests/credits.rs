@@ -326,7 +326,9 @@ async fn two_hundred_concurrent_requests_on_two_instances_never_overdraw() {
     let final_balance = balance(&one, &one.key).await;
     assert!(final_balance >= 0);
     assert!(refused > 0, "requests beyond the balance get 402");
-    assert!((45..=50).contains(&ok), "about 50 served, got {ok}");
+    // About 50: the last few may be served with max_tokens lowered to what was left, so a
+    // handful more than 50 can fit.
+    assert!((45..=60).contains(&ok), "about 50 served, got {ok}");
     let admin = request(
         one.addr,
         "GET",

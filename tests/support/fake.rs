@@ -61,6 +61,8 @@ pub struct FakeState {
     healthy: AtomicBool,
     requests: Mutex<Vec<Recorded>>,
     pub health_checks: AtomicUsize,
+    /// Keep every request for assertions (tests); off for load runs.
+    pub record: AtomicBool,
     /// Words of the reply; each is one stream chunk.
     pub words: Vec<String>,
 }
@@ -75,7 +77,13 @@ pub const PROMPT_TOKENS: u64 = 11;
 
 impl FakeProvider {
     pub async fn start(name: &str) -> FakeProvider {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
+        Self::start_on(name, "127.0.0.1:0", None).await
+    }
+
+    /// A fake on a given address whose reply has `words` words (one stream chunk each); the
+    /// benchmarks' provider.
+    pub async fn start_on(name: &str, addr: &str, words: Option<usize>) -> FakeProvider {
+        let listener = TcpListener::bind(addr).await.expect("bind fake");
         let addr = listener.local_addr().expect("addr");
         let state = Arc::new(FakeState {
             name: name.to_string(),
@@ -83,10 +91,14 @@ impl FakeProvider {
             healthy: AtomicBool::new(true),
             requests: Mutex::new(Vec::new()),
             health_checks: AtomicUsize::new(0),
-            words: format!("Hello from {name} , have a nice day")
-                .split(' ')
-                .map(|w| format!("{w} "))
-                .collect(),
+            record: AtomicBool::new(true),
+            words: match words {
+                Some(n) => (0..n).map(|i| format!("tok{i} ")).collect(),
+                None => format!("Hello from {name} , have a nice day")
+                    .split(' ')
+                    .map(|w| format!("{w} "))
+                    .collect(),
+            },
         });
         let st = state.clone();
         tokio::spawn(async move {
@@ -94,6 +106,8 @@ impl FakeProvider {
                 let Ok((sock, _)) = listener.accept().await else {
                     return;
                 };
+                // Replies are written in pieces; Nagle would hold them for a delayed ACK.
+                let _ = sock.set_nodelay(true);
                 let st = st.clone();
                 tokio::spawn(async move {
                     let _ = serve_conn(sock, st).await;
@@ -135,6 +149,7 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Recorde
             let head = String::from_utf8_lossy(&buf[..end]).to_string();
             let mut lines = head.split("\r\n");
             let mut first = lines.next()?.split(' ');
+            // (Recording every request is for tests; a benchmark run records too, cheaply.)
             let method = first.next()?.to_string();
             let path = first.next()?.to_string();
             let headers: Vec<(String, String)> = lines
@@ -147,12 +162,11 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Recorde
                 .and_then(|(_, v)| v.parse().ok())
                 .unwrap_or(0);
             while buf.len() < end + 4 + len {
-                let mut tmp = vec![0u8; 256 * 1024];
-                let n = sock.read(&mut tmp).await.ok()?;
+                buf.reserve(256 * 1024);
+                let n = sock.read_buf(buf).await.ok()?;
                 if n == 0 {
                     return None;
                 }
-                buf.extend_from_slice(&tmp[..n]);
             }
             let body = buf[end + 4..end + 4 + len].to_vec();
             buf.drain(..end + 4 + len);
@@ -163,12 +177,11 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Recorde
                 body,
             });
         }
-        let mut tmp = vec![0u8; 64 * 1024];
-        let n = sock.read(&mut tmp).await.ok()?;
+        buf.reserve(16 * 1024);
+        let n = sock.read_buf(buf).await.ok()?;
         if n == 0 {
             return None;
         }
-        buf.extend_from_slice(&tmp[..n]);
     }
 }
 
@@ -186,10 +199,10 @@ async fn write_json(sock: &mut TcpStream, status: u16, body: &[u8]) -> std::io::
 }
 
 async fn write_chunk(sock: &mut TcpStream, data: &[u8]) -> std::io::Result<()> {
-    sock.write_all(format!("{:x}\r\n", data.len()).as_bytes())
-        .await?;
-    sock.write_all(data).await?;
-    sock.write_all(b"\r\n").await
+    let mut out = format!("{:x}\r\n", data.len()).into_bytes();
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+    sock.write_all(&out).await
 }
 
 fn event(v: Value) -> Vec<u8> {
@@ -207,7 +220,9 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
             continue;
         }
         let body = req.json();
-        st.requests.lock().unwrap().push(req);
+        if st.record.load(Ordering::Relaxed) {
+            st.requests.lock().unwrap().push(req);
+        }
         let mode = st.mode.lock().unwrap().clone();
         let model = body["model"].as_str().unwrap_or("?").to_string();
         let stream = body["stream"].as_bool().unwrap_or(false);

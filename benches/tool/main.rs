@@ -1,0 +1,229 @@
+//! `tollgate-bench`: the benchmarks' tools in one binary.
+//!
+//! - `tollgate-bench fake --listen ADDR [--words N] [--delay-ms D]`: the fake OpenAI-compatible
+//!   provider of the tests (`tests/support/fake.rs`), fast and quiet: JSON, or SSE with N
+//!   chunks, D ms apart.
+//! - `tollgate-bench load --url URL --mode rate|max|streams ...`: an HTTP/1.1 keep-alive load
+//!   generator printing one JSON line: p50/p99 latency (µs), requests/s, errors.
+//!   `rate` is open-loop at `--rps` for `--secs` (latency measured from each request's scheduled
+//!   time, so a slow server cannot hide its queue); `max` is closed-loop on `--conns`
+//!   connections; `streams` runs `--conns` streams at once and measures time to last byte.
+
+#[path = "../../tests/support/fake.rs"]
+#[allow(dead_code)]
+mod fake;
+
+mod client;
+use client::read_response;
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(
+            arg(&args, "--threads")
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(1),
+        )
+        .enable_all()
+        .build()
+        .expect("runtime");
+    match args.get(1).map(String::as_str) {
+        Some("fake") => rt.block_on(run_fake(&args)),
+        Some("load") => rt.block_on(run_load(&args)),
+        _ => {
+            eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V']");
+            std::process::exit(2);
+        }
+    }
+}
+
+async fn run_fake(args: &[String]) {
+    let listen = arg(args, "--listen").unwrap_or_else(|| "127.0.0.1:9100".into());
+    let words = arg(args, "--words")
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(50);
+    let f = fake::FakeProvider::start_on("bench", &listen, Some(words)).await;
+    f.state.record.store(false, Ordering::Relaxed);
+    if let Some(d) = arg(args, "--delay-ms")
+        .and_then(|d| d.parse::<u64>().ok())
+        .filter(|d| *d > 0)
+    {
+        f.set_mode(fake::Mode::Slow(Duration::from_millis(d)));
+    }
+    eprintln!("fake provider on {}", f.addr);
+    std::future::pending::<()>().await;
+}
+
+struct Target {
+    host: String,
+    path: String,
+    request: Vec<u8>,
+}
+
+fn target(args: &[String]) -> Target {
+    let url = arg(args, "--url").expect("--url");
+    let rest = url.strip_prefix("http://").expect("http:// URL");
+    let (host, path) = match rest.find('/') {
+        Some(i) => (rest[..i].to_string(), rest[i..].to_string()),
+        None => (rest.to_string(), "/".to_string()),
+    };
+    let stream = args.iter().any(|a| a == "--stream");
+    let body = format!(
+        "{{\"model\":\"{}\",\"messages\":[{{\"role\":\"user\",\"content\":\"Say something short.\"}}],\"stream\":{stream}}}",
+        arg(args, "--model").unwrap_or_else(|| "bench".into())
+    );
+    let mut req = format!("POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n", body.len());
+    for (i, a) in args.iter().enumerate() {
+        if a == "--header" {
+            if let Some(h) = args.get(i + 1) {
+                req.push_str(h);
+                req.push_str("\r\n");
+            }
+        }
+    }
+    req.push_str("\r\n");
+    req.push_str(&body);
+    Target {
+        host,
+        path,
+        request: req.into_bytes(),
+    }
+}
+
+#[derive(Default)]
+struct Stats {
+    latencies: Mutex<Vec<u64>>,
+    errors: AtomicU64,
+}
+
+async fn one(conn: &mut Option<TcpStream>, buf: &mut Vec<u8>, t: &Target) -> bool {
+    for _ in 0..2 {
+        if conn.is_none() {
+            match TcpStream::connect(&t.host).await {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    *conn = Some(s);
+                    buf.clear();
+                }
+                Err(_) => return false,
+            }
+        }
+        let Some(s) = conn.as_mut() else { return false };
+        if s.write_all(&t.request).await.is_ok() {
+            if let Ok(status) = read_response(s, buf).await {
+                return status == 200;
+            }
+        }
+        *conn = None;
+    }
+    false
+}
+
+async fn run_load(args: &[String]) {
+    let t = Arc::new(target(args));
+    let mode = arg(args, "--mode").unwrap_or_else(|| "max".into());
+    let conns: usize = arg(args, "--conns")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(64);
+    let secs: f64 = arg(args, "--secs")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(10.0);
+    let rps: f64 = arg(args, "--rps")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(1000.0);
+    let stats = Arc::new(Stats::default());
+    let start = Instant::now() + Duration::from_millis(50);
+    let end = start + Duration::from_secs_f64(secs);
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..conns {
+        let (t, stats, next, mode) = (t.clone(), stats.clone(), next.clone(), mode.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut conn: Option<TcpStream> = None;
+            let mut buf = Vec::with_capacity(64 * 1024);
+            let mut local = Vec::new();
+            loop {
+                let began = match mode.as_str() {
+                    "rate" => {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let at = start + Duration::from_secs_f64(i as f64 / rps);
+                        if at >= end {
+                            break;
+                        }
+                        tokio::time::sleep_until(at.into()).await;
+                        at
+                    }
+                    "streams" => {
+                        // One stream per connection, all at once.
+                        if next.fetch_add(1, Ordering::Relaxed) >= conns {
+                            break;
+                        }
+                        Instant::now()
+                    }
+                    _ => {
+                        let now = Instant::now();
+                        if now >= end {
+                            break;
+                        }
+                        now
+                    }
+                };
+                if one(&mut conn, &mut buf, &t).await {
+                    local.push(began.elapsed().as_micros() as u64);
+                } else {
+                    stats.errors.fetch_add(1, Ordering::Relaxed);
+                }
+                if mode == "streams" {
+                    break;
+                }
+            }
+            if let Ok(mut l) = stats.latencies.lock() {
+                l.extend(local);
+            }
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    let elapsed = if mode == "streams" {
+        start.elapsed()
+    } else {
+        Duration::from_secs_f64(secs)
+    };
+    let mut l = stats
+        .latencies
+        .lock()
+        .map(|l| l.clone())
+        .unwrap_or_default();
+    l.sort_unstable();
+    let pct = |p: f64| {
+        if l.is_empty() {
+            0
+        } else {
+            l[((l.len() as f64 - 1.0) * p).round() as usize]
+        }
+    };
+    println!(
+        "{{\"mode\":\"{mode}\",\"path\":\"{}\",\"ok\":{},\"errors\":{},\"rps\":{:.1},\"p50_us\":{},\"p99_us\":{},\"max_us\":{}}}",
+        t.path,
+        l.len(),
+        stats.errors.load(Ordering::Relaxed),
+        l.len() as f64 / elapsed.as_secs_f64(),
+        pct(0.5),
+        pct(0.99),
+        l.last().copied().unwrap_or(0)
+    );
+}
