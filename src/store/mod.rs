@@ -3,17 +3,19 @@
 //! agree.
 //!
 //! Credits never go below zero and are never lost or doubled:
-//! - a hold is one conditional `UPDATE … WHERE balance >= minimum` (no row lock outlives the
-//!   statement, none is held across the upstream call);
-//! - a settlement deletes the hold, refunds it less the charge and writes the usage row in one
-//!   transaction whose first statement writes (so SQLite takes its write lock up front and
-//!   Postgres never upgrades a read lock, the classic settlement deadlock);
+//! - a hold is one statement that debits `min(balance, wanted)` only where `balance >= minimum`
+//!   and records the hold (no row lock outlives the statement, none is held across the
+//!   upstream call);
+//! - a settlement is one statement that deletes the hold, refunds it less the charge and
+//!   writes the usage row (one round trip, no lock upgrade, so no settlement deadlock). On
+//!   Postgres these are data-modifying CTEs; on SQLite an `INSERT … SELECT` whose trigger
+//!   (migration 0002) moves the money inside the same statement;
 //! - a hold left by a crashed instance expires and is refunded by whichever instance deletes it
 //!   first; a settlement that finds its hold gone charges the balance directly, clamped at zero.
 //!
-//! Statements that must return a value computed from the old row (the amount actually held or
-//! charged) write it to `accounts.scratch` in the same `UPDATE` and read it back with
-//! `RETURNING`: both dialects evaluate every `SET` expression against the old row.
+//! Postgres statements that must return a value computed from the old row (the amount actually
+//! held or charged) write it to `accounts.scratch` in the same `UPDATE` and read it back with
+//! `RETURNING`: every `SET` expression is evaluated against the old row.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -235,13 +237,6 @@ impl Ledger {
         }
     }
 
-    fn min_fn(&self) -> &'static str {
-        match self {
-            Ledger::Sqlite(_) => "MIN",
-            Ledger::Postgres(_) => "LEAST",
-        }
-    }
-
     pub async fn ping(&self) -> bool {
         on_pool!(self, p => sqlx::query("SELECT 1").execute(p).await.is_ok())
     }
@@ -423,54 +418,80 @@ impl Ledger {
         plan: &HoldPlan,
         expires_at: i64,
     ) -> Result<Option<(i64, i64)>> {
-        let min = self.min_fn();
-        let sql = format!(
-            "UPDATE accounts SET scratch = {min}(balance, $1), balance = balance - {min}(balance, $1) WHERE user_id = $2 AND balance >= $3 RETURNING scratch, balance"
-        );
-        on_pool!(self, p => {
-            let mut tx = p.begin().await?;
-            let row = sqlx::query(&sql)
-                .bind(plan.wanted).bind(account_id).bind(plan.minimum)
-                .fetch_optional(&mut *tx).await?;
-            let Some(row) = row else {
-                return Ok(None);
-            };
-            let held: i64 = row.try_get("scratch")?;
-            let balance: i64 = row.try_get("balance")?;
-            sqlx::query("INSERT INTO holds (id, account_id, amount, expires_at) VALUES ($1, $2, $3, $4)")
-                .bind(hold_id).bind(account_id).bind(held).bind(expires_at)
-                .execute(&mut *tx).await?;
-            tx.commit().await?;
-            Ok(Some((held, balance)))
-        })
+        let row = match self {
+            // The INSERT reads the account under SQLite's write lock and the `holds_debit`
+            // trigger applies the debit, all in one atomic statement.
+            Ledger::Sqlite(p) => {
+                sqlx::query(
+                    "INSERT INTO holds (id, account_id, amount, expires_at, balance_after) \
+                     SELECT $1, user_id, MIN(balance, $2), $3, balance - MIN(balance, $2) FROM accounts WHERE user_id = $4 AND balance >= $5 \
+                     RETURNING amount, balance_after",
+                )
+                .bind(hold_id).bind(plan.wanted).bind(expires_at).bind(account_id).bind(plan.minimum)
+                .fetch_optional(p).await?
+                .map(|r| Ok::<_, StoreError>((r.try_get("amount")?, r.try_get("balance_after")?)))
+                .transpose()?
+            }
+            // The conditional UPDATE re-checks the balance under the row lock; the INSERT
+            // records the hold; one statement, one round trip.
+            Ledger::Postgres(p) => {
+                sqlx::query(
+                    "WITH a AS (UPDATE accounts SET scratch = LEAST(balance, $2), balance = balance - LEAST(balance, $2) \
+                       WHERE user_id = $4 AND balance >= $5 RETURNING scratch, balance) \
+                     INSERT INTO holds (id, account_id, amount, expires_at, balance_after) \
+                     SELECT $1, $4, scratch, $3, balance FROM a RETURNING amount, balance_after",
+                )
+                .bind(hold_id).bind(plan.wanted).bind(expires_at).bind(account_id).bind(plan.minimum)
+                .fetch_optional(p).await?
+                .map(|r| Ok::<_, StoreError>((r.try_get("amount")?, r.try_get("balance_after")?)))
+                .transpose()?
+            }
+        };
+        Ok(row)
     }
 
-    /// Settles a hold to the actual cost and writes the request's one usage row.
+    /// Settles a hold to the actual cost and writes the request's one usage row, in one
+    /// statement: refund the hold less the charge (clamped so the balance stays ≥ 0), delete
+    /// the hold, insert the usage row. A hold already refunded by the reaper counts as 0.
     pub async fn settle(&self, s: &Settlement) -> Result<Settled> {
-        let min = self.min_fn();
-        let sql = format!(
-            "UPDATE accounts SET scratch = {min}($1, balance + $2), balance = balance + $2 - {min}($1, balance + $2) WHERE user_id = $3 RETURNING scratch, balance"
-        );
-        on_pool!(self, p => {
-            let mut tx = p.begin().await?;
-            let held: i64 = match sqlx::query("DELETE FROM holds WHERE id = $1 RETURNING amount")
-                .bind(&s.hold_id).fetch_optional(&mut *tx).await?
-            {
-                Some(r) => r.try_get("amount")?,
-                // Expired and refunded already: charge the balance directly, clamped at zero.
-                None => 0,
-            };
-            let row = sqlx::query(&sql).bind(s.cost.max(0)).bind(held).bind(&s.account_id).fetch_one(&mut *tx).await?;
-            let charged: i64 = row.try_get("scratch")?;
-            let balance: i64 = row.try_get("balance")?;
-            sqlx::query(
-                "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-            )
-            .bind(&s.request_id).bind(&s.account_id).bind(&s.key_id).bind(&s.model_requested).bind(&s.model_used).bind(&s.provider)
-            .bind(s.prompt_tokens).bind(s.completion_tokens).bind(charged).bind(s.status).bind(s.latency_ms).bind(s.now_ms)
-            .execute(&mut *tx).await?;
-            tx.commit().await?;
-            Ok(Settled { charged, balance })
+        // The hold id is the request id (one hold per request), which the SQLite trigger uses.
+        debug_assert_eq!(s.hold_id, s.request_id);
+        let row: (i64, i64) = match self {
+            Ledger::Sqlite(p) => {
+                let row = sqlx::query(
+                    "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after) \
+                     SELECT $1, a.user_id, $2, $3, $4, $5, $6, $7, MIN($8, a.balance + COALESCE(h.amount, 0)), $9, $10, $11, \
+                            a.balance + COALESCE(h.amount, 0) - MIN($8, a.balance + COALESCE(h.amount, 0)) \
+                     FROM accounts a LEFT JOIN holds h ON h.id = $1 WHERE a.user_id = $12 \
+                     RETURNING credits, balance_after",
+                )
+                .bind(&s.request_id).bind(&s.key_id).bind(&s.model_requested).bind(&s.model_used).bind(&s.provider)
+                .bind(s.prompt_tokens).bind(s.completion_tokens).bind(s.cost.max(0)).bind(s.status).bind(s.latency_ms).bind(s.now_ms)
+                .bind(&s.account_id)
+                .fetch_one(p).await?;
+                (row.try_get("credits")?, row.try_get("balance_after")?)
+            }
+            Ledger::Postgres(p) => {
+                let row = sqlx::query(
+                    "WITH h AS (DELETE FROM holds WHERE id = $1 RETURNING amount), \
+                          held AS (SELECT COALESCE((SELECT amount FROM h), 0) AS amount), \
+                          a AS (UPDATE accounts SET scratch = LEAST($8, balance + (SELECT amount FROM held)), \
+                                  balance = balance + (SELECT amount FROM held) - LEAST($8, balance + (SELECT amount FROM held)) \
+                                WHERE user_id = $12 RETURNING scratch, balance) \
+                     INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after) \
+                     SELECT $1, $12, $2, $3, $4, $5, $6, $7, a.scratch, $9, $10, $11, a.balance FROM a \
+                     RETURNING credits, balance_after",
+                )
+                .bind(&s.request_id).bind(&s.key_id).bind(&s.model_requested).bind(&s.model_used).bind(&s.provider)
+                .bind(s.prompt_tokens).bind(s.completion_tokens).bind(s.cost.max(0)).bind(s.status).bind(s.latency_ms).bind(s.now_ms)
+                .bind(&s.account_id)
+                .fetch_one(p).await?;
+                (row.try_get("credits")?, row.try_get("balance_after")?)
+            }
+        };
+        Ok(Settled {
+            charged: row.0,
+            balance: row.1,
         })
     }
 
