@@ -196,8 +196,11 @@ pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, Stri
     drop(boot);
     let shared = Shared::new(runtime, config_path);
 
+    // Every service gets its own runtime of `threads` workers unless it says otherwise; the
+    // background services are light, so one thread each, and the proxy gets `server.threads`.
+    // Fewer runtime threads also means fewer malloc arenas, i.e. lower resident memory.
     let conf = ServerConf {
-        threads,
+        threads: 1,
         grace_period_seconds: Some(grace),
         graceful_shutdown_timeout_seconds: Some(grace),
         ..ServerConf::default()
