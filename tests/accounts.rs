@@ -227,6 +227,45 @@ async fn login_session_cookie_me_logout_and_throttle() {
 }
 
 #[tokio::test]
+async fn failed_logins_are_throttled_per_ip_across_e_mails() {
+    let (_f, gw) = gateway().await;
+    let email = unique_email();
+    gw.signup(&email).await;
+    // Twenty failures, each for a different e-mail, from this one client address.
+    for _ in 0..20 {
+        let r = post_json(
+            gw.addr,
+            "/api/v1/auth/login",
+            &json!({"email": unique_email(), "password": "guessing123"}),
+        )
+        .await;
+        r.error(401, "authentication_error");
+    }
+    // Now even a right password for an e-mail that never failed is refused from this IP.
+    let r = post_json(
+        gw.addr,
+        "/api/v1/auth/login",
+        &json!({"email": email, "password": "correct horse battery"}),
+    )
+    .await;
+    r.error(429, "rate_limit_exceeded");
+    // Garbage bodies on login are clear errors too.
+    for raw in [&b"{\"email\":"[..], b"[]", b""] {
+        request(gw.addr, "POST", "/api/v1/auth/login", &[], raw)
+            .await
+            .error(400, "invalid_request");
+    }
+    post_json(
+        gw.addr,
+        "/api/v1/auth/login",
+        &json!({"email": 7, "password": "x"}),
+    )
+    .await
+    .error(400, "invalid_request");
+    assert!(gw.is_healthy().await);
+}
+
+#[tokio::test]
 async fn keys_issue_list_revoke_and_auth_errors() {
     let (_f, gw) = gateway().await;
     let auth = format!("Bearer {}", gw.key);

@@ -103,7 +103,7 @@ pub async fn login(
         Some((_, Some(h))) => auth::verify_password(password, h),
         _ => {
             // Spend the same time as a real check so unknown e-mails are not revealed by timing.
-            let _ = auth::verify_password(password, DUMMY_HASH);
+            let _ = auth::verify_password(password, dummy_hash());
             false
         }
     };
@@ -134,8 +134,15 @@ pub async fn login(
     Ok(())
 }
 
-/// An argon2id hash of a random string, verified against when the e-mail is unknown.
-const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$8fU3P2oJ0Hc2qYx5x8m3y2S8yv0W3yA2r5y7KxkqI0c";
+/// An argon2id hash of a random password, made once, verified against when the e-mail is
+/// unknown so that the answer takes as long as for a real account.
+fn dummy_hash() -> &'static str {
+    static HASH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HASH.get_or_init(|| {
+        let random = auth::random_id(32).unwrap_or_else(|_| "tollgate-dummy-password".into());
+        auth::hash_password(&random).unwrap_or_default()
+    })
+}
 
 pub async fn logout(
     gw: &Gateway,
