@@ -82,6 +82,14 @@ pub struct StorageConfig {
     pub redis_timeout_ms: u64,
     /// Prefix of every Redis key, so several deployments can share one Redis.
     pub redis_prefix: String,
+    /// Credit leases (src/leases.rs): an instance reserves this many requests' worth of an
+    /// account's holds at once and meters against it in memory. 0 turns leases off (every
+    /// request holds and settles in the database).
+    pub lease_holds: u64,
+    /// How often an instance writes its leased settlements (usage rows) to the ledger.
+    pub lease_sync_ms: u64,
+    /// A lease unused for this long is returned to the account's balance.
+    pub lease_idle_secs: f64,
 }
 
 impl Default for StorageConfig {
@@ -94,6 +102,9 @@ impl Default for StorageConfig {
             redis_failure_mode: "fail_open".into(),
             redis_timeout_ms: 250,
             redis_prefix: "tg".into(),
+            lease_holds: 256,
+            lease_sync_ms: 20,
+            lease_idle_secs: 2.0,
         }
     }
 }
@@ -418,6 +429,17 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             "must be fail_open or fail_closed",
         ));
     }
+    secs(
+        "storage.lease_idle_secs",
+        raw.storage.lease_idle_secs,
+        &mut errs,
+    );
+    if !(1..=10_000).contains(&raw.storage.lease_sync_ms) {
+        errs.push(err("storage.lease_sync_ms", "must be 1 to 10000"));
+    }
+    if raw.storage.lease_holds > 1_000_000 {
+        errs.push(err("storage.lease_holds", "must be 0 (off) to 1000000"));
+    }
     if raw.storage.redis_timeout_ms == 0 {
         errs.push(err("storage.redis_timeout_ms", "must be above 0"));
     }
@@ -683,6 +705,25 @@ replacement = "zzz"
         ] {
             assert!(paths.contains(&p), "missing {p} in {paths:?}");
         }
+    }
+
+    #[test]
+    fn lease_settings_are_checked() {
+        let errs =
+            parse("[storage]\nlease_sync_ms = 0\nlease_idle_secs = -1\nlease_holds = 2000000\n")
+                .unwrap_err();
+        let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
+        for p in [
+            "storage.lease_sync_ms",
+            "storage.lease_idle_secs",
+            "storage.lease_holds",
+        ] {
+            assert!(paths.contains(&p), "missing {p} in {paths:?}");
+        }
+        assert!(
+            parse("[storage]\nlease_holds = 0\n").is_ok(),
+            "0 turns leases off"
+        );
     }
 
     #[test]

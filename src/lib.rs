@@ -14,6 +14,7 @@
 //! - [`store`]: the ledger (accounts, keys, holds, usage) on SQLite or Postgres.
 //! - [`auth`]: API keys with their cache, sessions, passwords, the login throttle.
 //! - [`limits`]: rate limits per plan, in-process or in Redis.
+//! - [`leases`]: credit leases, so the ledger is written in batches off the request path.
 //! - [`metering`]: the credit hold before forwarding and the settlement after.
 //!
 //! The logic that needs no I/O (validation, SSE, routing, errors) lives in `tollgate-filters`.
@@ -21,6 +22,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod leases;
 pub mod limits;
 pub mod metering;
 pub mod metrics;

@@ -5,6 +5,9 @@
 //! rates among the route's candidates, since failover may land on any of them; when the balance
 //! cannot pay for all of that, `max_tokens` sent upstream is lowered to what it can pay. The
 //! settlement charges the actual usage at the rates of the model that served the request.
+//!
+//! Both go against this instance's credit lease of the account when it has one (in memory, the
+//! usage row written in the next batch; src/leases.rs), else against the database directly.
 
 use tollgate_filters::credits::{self, format_credits, plan_hold};
 use tollgate_filters::route::Catalog;
@@ -20,6 +23,8 @@ pub struct Metering {
     pub account_id: String,
     pub key_id: String,
     pub held: i64,
+    /// The lease the hold was placed against (src/leases.rs); `None`: a hold row of its own.
+    pub lease: Option<std::sync::Arc<str>>,
 }
 
 /// Places the hold for a keyed request. Returns the `max_tokens` to send upstream (`None`:
@@ -48,24 +53,49 @@ pub async fn hold(
         req.body.get("messages").unwrap_or(&serde_json::Value::Null),
     );
     let hp = plan_hold(prompt, max_tokens, max_in, max_out);
+    let leases = &gw.shared.leases;
+    if let Some(l) = leases.hold(ledger, &key.account_id, &hp).await? {
+        gw.shared
+            .metrics
+            .credit_holds
+            .with_label_values(&["lease"])
+            .inc();
+        ctx.set_header("X-Credits-Remaining", format_credits(l.balance));
+        ctx.metering = Some(Metering {
+            account_id: key.account_id.clone(),
+            key_id: key.key_id.clone(),
+            held: l.held,
+            lease: Some(l.lease_id),
+        });
+        let affordable = hp.affordable_tokens(l.held, max_tokens);
+        return Ok((affordable < max_tokens).then_some(affordable));
+    }
     let expires = crate::now_ms() + (gw.shared.storage.hold_ttl_secs * 1000.0) as i64;
     let Some((held, balance)) = ledger
         .hold(&ctx.request_id, &key.account_id, &hp, expires)
         .await?
     else {
         if let Some(a) = ledger.account(&key.account_id).await? {
-            ctx.set_header("X-Credits-Remaining", format_credits(a.balance));
+            let shown = a.balance + leases.available(&key.account_id);
+            ctx.set_header("X-Credits-Remaining", format_credits(shown));
         }
         return Err(GatewayError::new(
             ErrorKind::InsufficientCredits,
             "the credit balance cannot pay for this request's prompt and one output token",
         ));
     };
-    ctx.set_header("X-Credits-Remaining", format_credits(balance));
+    let shown = balance + leases.available(&key.account_id);
+    ctx.set_header("X-Credits-Remaining", format_credits(shown));
+    gw.shared
+        .metrics
+        .credit_holds
+        .with_label_values(&["database"])
+        .inc();
     ctx.metering = Some(Metering {
         account_id: key.account_id.clone(),
         key_id: key.key_id.clone(),
         held,
+        lease: None,
     });
     let affordable = hp.affordable_tokens(held, max_tokens);
     Ok((affordable < max_tokens).then_some(affordable))
@@ -96,10 +126,24 @@ pub async fn settle(gw: &Gateway, ctx: &mut RequestCtx) {
         latency_ms: ctx.start.elapsed().as_millis() as i64,
         now_ms: crate::now_ms(),
     };
+    let s = match &m.lease {
+        Some(lease) => match gw.shared.leases.settle(lease, m.held, s) {
+            Ok((charged, balance)) => {
+                ctx.charged = Some(charged);
+                ctx.set_header("X-Credits-Remaining", format_credits(balance));
+                return;
+            }
+            // The lease is gone (refunded by the reaper): its money is back in the balance,
+            // so charge the balance directly.
+            Err(s) => *s,
+        },
+        None => s,
+    };
     match ledger.settle(&s).await {
         Ok(done) => {
             ctx.charged = Some(done.charged);
-            ctx.set_header("X-Credits-Remaining", format_credits(done.balance));
+            let shown = done.balance + gw.shared.leases.available(&s.account_id);
+            ctx.set_header("X-Credits-Remaining", format_credits(shown));
         }
         // The hold stays and expires; the reaper refunds it. Nothing is charged twice.
         Err(e) => {

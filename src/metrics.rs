@@ -22,6 +22,7 @@ pub struct Metrics {
     pub reloads: IntCounterVec,
     pub ratelimit: IntCounterVec,
     pub ratelimit_store_errors: IntCounterVec,
+    pub credit_holds: IntCounterVec,
 }
 
 impl Metrics {
@@ -88,7 +89,16 @@ impl Metrics {
             &["mode"],
         )
         .expect("static metric definition");
+        let credit_holds = IntCounterVec::new(
+            Opts::new(
+                "tollgate_credit_holds_total",
+                "Credit holds placed, by where: lease (in memory) or database",
+            ),
+            &["where"],
+        )
+        .expect("static metric definition");
         for c in [
+            &credit_holds,
             &requests,
             &upstream_attempts,
             &failovers,
@@ -116,6 +126,7 @@ impl Metrics {
             reloads,
             ratelimit,
             ratelimit_store_errors,
+            credit_holds,
         }
     }
 }

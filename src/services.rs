@@ -133,6 +133,39 @@ impl BackgroundService for LedgerService {
     }
 }
 
+/// Runs the credit-lease rounds (src/leases.rs) every `lease_sync_ms`, or sooner when a large
+/// batch waits, and returns every lease at shutdown.
+pub struct LeaseService(pub Arc<Shared>);
+
+#[async_trait]
+impl BackgroundService for LeaseService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let leases = &self.0.leases;
+        if !leases.enabled() {
+            return;
+        }
+        let ledger = loop {
+            if let Some(l) = self.0.ledger.get() {
+                break l.clone();
+            }
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        };
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => break,
+                _ = tokio::time::sleep(leases.sync_every) => {}
+                _ = leases.wake.notified() => {}
+            }
+            leases.tick(&ledger).await;
+        }
+        leases.release_all(&ledger).await;
+        tracing::info!("credit leases returned");
+    }
+}
+
 /// Connects the shared counter store (Redis) inside Pingora's runtime, retrying until it
 /// answers. The connection manager reconnects by itself afterwards.
 pub struct CounterService(pub Arc<Shared>);
@@ -231,6 +264,10 @@ pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, Stri
     server.add_service(background_service(
         "counters",
         CounterService(shared.clone()),
+    ));
+    server.add_service(background_service(
+        "credit leases",
+        LeaseService(shared.clone()),
     ));
     server.add_service(background_service("ledger", LedgerService(shared)));
     Ok(server)

@@ -10,6 +10,7 @@ use arc_swap::ArcSwap;
 
 use crate::auth::{KeyCache, LoginThrottle};
 use crate::config::{Config, StorageConfig};
+use crate::leases::Leases;
 use crate::limits::{FailureMode, Limiter};
 use crate::metrics::Metrics;
 use crate::store::Ledger;
@@ -43,6 +44,7 @@ pub struct Shared {
     pub throttle: LoginThrottle,
     pub admin_token: Option<String>,
     pub limiter: Limiter,
+    pub leases: Leases,
     /// Storage settings as read at start (not reloadable).
     pub storage: StorageConfig,
 }
@@ -66,6 +68,12 @@ impl Shared {
                 FailureMode::parse(&storage.redis_failure_mode).unwrap_or(FailureMode::FailOpen),
                 std::time::Duration::from_millis(storage.redis_timeout_ms),
                 storage.redis_prefix.clone(),
+            ),
+            leases: Leases::new(
+                storage.lease_holds,
+                storage.lease_sync_ms,
+                storage.lease_idle_secs,
+                storage.hold_ttl_secs,
             ),
             storage,
         })

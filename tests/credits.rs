@@ -414,3 +414,194 @@ async fn a_crashed_instances_hold_is_released_and_never_doubled() {
         "no usage row for the dead request"
     );
 }
+
+/// `tollgate_credit_holds_total{where="…"}` from the instance's metrics.
+async fn holds_by(gw: &Gateway, place: &str) -> i64 {
+    let text = get(gw.metrics_addr, "/metrics").await.text();
+    let prefix = format!("tollgate_credit_holds_total{{where=\"{place}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+async fn admin_view(gw: &Gateway, user_id: &str) -> Value {
+    request(
+        gw.addr,
+        "GET",
+        &format!("/api/v1/admin/accounts/{user_id}"),
+        &[("Authorization", &format!("Bearer {ADMIN_TOKEN}"))],
+        b"",
+    )
+    .await
+    .json()
+}
+
+#[tokio::test]
+async fn leased_credits_on_two_instances_are_exact_and_come_back_when_idle() {
+    let (a, b) = (
+        FakeProvider::start("a").await,
+        FakeProvider::start("b").await,
+    );
+    let cfg = config(&a, &b);
+    let storage = "lease_holds = 16\nlease_idle_secs = 0.5\nlease_sync_ms = 10".to_string();
+    let one = Gateway::start_opts(
+        &cfg,
+        Opts {
+            storage: storage.clone(),
+            ..Opts::default()
+        },
+    )
+    .await;
+    let two = Gateway::start_opts(
+        &cfg,
+        Opts {
+            database_url: Some(one.config_db()),
+            storage,
+            no_account: true,
+            ..Opts::default()
+        },
+    )
+    .await;
+    let initial = balance(&one, &one.key).await;
+    let mut tasks = Vec::new();
+    for i in 0..300 {
+        let addr = if i % 2 == 0 { one.addr } else { two.addr };
+        let key = one.key.clone();
+        tasks.push(tokio::spawn(async move {
+            let body = serde_json::to_vec(
+                &json!({"model":"cheap","messages":user("hi"),"max_tokens":8,"stream": i % 3 == 0}),
+            )
+            .unwrap();
+            request(
+                addr,
+                "POST",
+                "/v1/chat/completions",
+                &[("Authorization", &format!("Bearer {key}"))],
+                &body,
+            )
+            .await
+            .status
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 200);
+    }
+    // Both instances metered from leases (the first request of each may hold in the database
+    // while its lease is taken).
+    let (l1, l2) = (holds_by(&one, "lease").await, holds_by(&two, "lease").await);
+    let (d1, d2) = (
+        holds_by(&one, "database").await,
+        holds_by(&two, "database").await,
+    );
+    assert_eq!(l1 + l2 + d1 + d2, 300);
+    assert!(l1 >= 140 && l2 >= 140, "leases used: {l1} + {l2}");
+
+    // Each instance's view is exact for what it metered: its pending rows are written first,
+    // and the other's unspent lease shows as held.
+    let view = admin_view(&one, &one.user_id).await;
+    assert!(micros(&view["credits"]) <= initial - micros(&view["credits_spent"]));
+
+    // Idle leases go back: then the balance is exactly the initial one less every usage row,
+    // one row per request, on both instances.
+    let t = Instant::now();
+    loop {
+        let (v1, v2) = (
+            admin_view(&one, &one.user_id).await,
+            admin_view(&two, &one.user_id).await,
+        );
+        let spent = micros(&v1["credits_spent"]);
+        if v1["usage_rows"] == 300
+            && micros(&v1["credits"]) == initial - spent
+            && micros(&v2["credits"]) == initial - spent
+        {
+            assert_eq!(spent, 300 * 27_000, "11 prompt + 8 completion tokens each");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(8),
+            "leases not returned: {v1} {v2}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_admin_debit_can_take_credits_this_instance_leases() {
+    let (a, b) = (
+        FakeProvider::start("a").await,
+        FakeProvider::start("b").await,
+    );
+    let gw = Gateway::start_opts(
+        &config(&a, &b),
+        Opts {
+            storage: "lease_holds = 64".into(),
+            credits: Some(1_000.0),
+            ..Opts::default()
+        },
+    )
+    .await;
+    let r = gw
+        .chat(json!({"model":"cheap","messages":user("hi"),"max_tokens":8}))
+        .await;
+    assert_eq!(r.status, 200);
+    assert!(holds_by(&gw, "lease").await >= 1 || holds_by(&gw, "database").await == 1);
+    let left = balance(&gw, &gw.key).await;
+    assert_eq!(left, 1_000_000_000 - 27_000);
+    // Debit everything: the lease is returned first, so all of it is there to debit.
+    let v = gw.admin_credits(&gw.user_id, -(left as f64) / 1e6).await;
+    assert_eq!(micros(&v["credits"]), 0);
+    let r = gw
+        .chat(json!({"model":"cheap","messages":user("hi"),"max_tokens":8}))
+        .await;
+    r.error(402, "insufficient_credits");
+    assert_eq!(balance(&gw, &gw.key).await, 0);
+}
+
+#[tokio::test]
+async fn a_stopped_instance_returns_its_lease_at_once() {
+    let (a, b) = (
+        FakeProvider::start("a").await,
+        FakeProvider::start("b").await,
+    );
+    let cfg = config(&a, &b);
+    // Leases would otherwise stay out for 30 s after a crash and 600 s when idle.
+    let storage = "lease_idle_secs = 600".to_string();
+    let mut one = Gateway::start_opts(
+        &cfg,
+        Opts {
+            storage: storage.clone(),
+            ..Opts::default()
+        },
+    )
+    .await;
+    let two = Gateway::start_opts(
+        &cfg,
+        Opts {
+            database_url: Some(one.config_db()),
+            storage,
+            no_account: true,
+            ..Opts::default()
+        },
+    )
+    .await;
+    let initial = balance(&two, &one.key).await;
+    for _ in 0..5 {
+        let r = one
+            .chat(json!({"model":"cheap","messages":user("hi"),"max_tokens":8}))
+            .await;
+        assert_eq!(r.status, 200);
+    }
+    assert!(holds_by(&one, "lease").await >= 4);
+    assert!(
+        balance(&two, &one.key).await < initial - 5 * 27_000,
+        "the other instance sees the lease as held"
+    );
+    one.signal("TERM");
+    one.child.wait().unwrap();
+    assert_eq!(
+        balance(&two, &one.key).await,
+        initial - 5 * 27_000,
+        "the lease came back at shutdown, less exactly what was used"
+    );
+    assert_eq!(admin_view(&two, &one.user_id).await["usage_rows"], 5);
+}

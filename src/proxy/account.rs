@@ -174,7 +174,12 @@ pub async fn me(
     caller: &Caller,
 ) -> Result<(), GatewayError> {
     let account_id = require_account(caller)?;
-    let a = gw.ledger()?.account(account_id).await?.ok_or_else(gone)?;
+    let ledger = gw.ledger()?;
+    // This instance's leased settlements written first, its lease's unheld part shown.
+    let round = gw.shared.leases.flush(ledger, account_id).await?;
+    let mut a = ledger.account(account_id).await?.ok_or_else(gone)?;
+    a.balance += gw.shared.leases.available(account_id);
+    drop(round);
     respond::json(session, ctx, 200, &account_json(&a), &[]).await;
     Ok(())
 }
@@ -277,6 +282,7 @@ pub async fn usage(
 ) -> Result<(), GatewayError> {
     let account_id = require_account(caller)?;
     let ledger = gw.ledger()?;
+    drop(gw.shared.leases.flush(ledger, account_id).await?);
     let since = crate::now_ms() - 30 * 86_400_000;
     let agg =
         |rows: Vec<crate::store::UsageAgg>, key: &str, by_day: bool| -> Vec<serde_json::Value> {

@@ -48,8 +48,11 @@ pub async fn handle(
     let parts: Vec<&str> = rest.split('/').collect();
     match (method, parts.as_slice()) {
         ("GET", ["accounts", id]) => {
-            let a = ledger.account(id).await?.ok_or_else(|| no_account(id))?;
+            let round = gw.shared.leases.flush(ledger, id).await?;
+            let mut a = ledger.account(id).await?.ok_or_else(|| no_account(id))?;
+            a.balance += gw.shared.leases.available(id);
             let (rows, spent) = ledger.usage_totals(id).await?;
+            drop(round);
             let mut v = account_json(&a);
             v["requests_per_hour"] = a.requests_per_hour.into();
             v["requests_per_day"] = a.requests_per_day.into();
@@ -74,6 +77,8 @@ pub async fn handle(
             if reason.is_empty() || reason.len() > 500 {
                 return Err(GatewayError::invalid("reason: must be 1 to 500 characters"));
             }
+            // A debit may need the credits this instance leases: return them first.
+            let _round = gw.shared.leases.release(ledger, id).await?;
             let Some(balance) = ledger
                 .adjust_credits(id, delta, reason, "admin", crate::now_ms())
                 .await?
