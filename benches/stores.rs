@@ -108,6 +108,7 @@ fn bench_limiter(c: &mut Criterion) {
         FailureMode::FailOpen,
         std::time::Duration::from_secs(1),
         "bench".into(),
+        0,
     );
     let mut n = 0u64;
     c.bench_function("limiter_check/in_process", |b| {
@@ -115,16 +116,24 @@ fn bench_limiter(c: &mut Criterion) {
             n += 1;
             // Spread over accounts like real traffic, so logs stay short.
             let ident = format!("acct:{}", n % 1000);
-            rt.block_on(local.check(&ident, &windows, "m", &metrics))
+            rt.block_on(local.check(&ident, &windows, "m", "bench", &metrics))
                 .unwrap()
         })
     });
-    if let Ok(url) = std::env::var("TOLLGATE_BENCH_REDIS_URL") {
+    let Ok(url) = std::env::var("TOLLGATE_BENCH_REDIS_URL") else {
+        return;
+    };
+    // Every request checked in Redis, then with admission leases of 64 (one account).
+    for (name, lease, accounts) in [
+        ("limiter_check/redis", 0, 1000),
+        ("limiter_check/redis_leased_64", 64, 1),
+    ] {
         let redis = Limiter::new(
             true,
             FailureMode::FailClosed,
             std::time::Duration::from_secs(1),
-            format!("bench{}", std::process::id()),
+            format!("bench{}{lease}", std::process::id()),
+            lease,
         );
         let conn = rt.block_on(async {
             redis::aio::ConnectionManager::new(redis::Client::open(url.as_str()).unwrap())
@@ -132,11 +141,11 @@ fn bench_limiter(c: &mut Criterion) {
                 .unwrap()
         });
         let _ = redis.redis.set(conn);
-        c.bench_function("limiter_check/redis", |b| {
+        c.bench_function(name, |b| {
             b.iter(|| {
                 n += 1;
-                let ident = format!("acct:{}", n % 1000);
-                rt.block_on(redis.check(&ident, &windows, &n.to_string(), &metrics))
+                let ident = format!("acct:{}", n % accounts);
+                rt.block_on(redis.check(&ident, &windows, &n.to_string(), "bench", &metrics))
                     .unwrap()
             })
         });

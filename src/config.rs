@@ -90,6 +90,9 @@ pub struct StorageConfig {
     pub lease_sync_ms: u64,
     /// A lease unused for this long is returned to the account's balance.
     pub lease_idle_secs: f64,
+    /// Admission leases with Redis (src/limits.rs): admissions reserved per Redis round trip
+    /// while an account is far from its limits. 0: every request is checked in Redis.
+    pub rate_limit_lease: u64,
 }
 
 impl Default for StorageConfig {
@@ -105,6 +108,7 @@ impl Default for StorageConfig {
             lease_holds: 256,
             lease_sync_ms: 20,
             lease_idle_secs: 2.0,
+            rate_limit_lease: 64,
         }
     }
 }
@@ -437,6 +441,9 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
     if !(1..=10_000).contains(&raw.storage.lease_sync_ms) {
         errs.push(err("storage.lease_sync_ms", "must be 1 to 10000"));
     }
+    if raw.storage.rate_limit_lease > 10_000 {
+        errs.push(err("storage.rate_limit_lease", "must be 0 (off) to 10000"));
+    }
     if raw.storage.lease_holds > 1_000_000 {
         errs.push(err("storage.lease_holds", "must be 0 (off) to 1000000"));
     }
@@ -710,13 +717,14 @@ replacement = "zzz"
     #[test]
     fn lease_settings_are_checked() {
         let errs =
-            parse("[storage]\nlease_sync_ms = 0\nlease_idle_secs = -1\nlease_holds = 2000000\n")
+            parse("[storage]\nlease_sync_ms = 0\nlease_idle_secs = -1\nlease_holds = 2000000\nrate_limit_lease = 20000\n")
                 .unwrap_err();
         let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
         for p in [
             "storage.lease_sync_ms",
             "storage.lease_idle_secs",
             "storage.lease_holds",
+            "storage.rate_limit_lease",
         ] {
             assert!(paths.contains(&p), "missing {p} in {paths:?}");
         }

@@ -23,6 +23,7 @@ pub struct Metrics {
     pub ratelimit: IntCounterVec,
     pub ratelimit_store_errors: IntCounterVec,
     pub credit_holds: IntCounterVec,
+    pub ratelimit_leased: IntCounterVec,
 }
 
 impl Metrics {
@@ -97,7 +98,16 @@ impl Metrics {
             &["where"],
         )
         .expect("static metric definition");
+        let ratelimit_leased = IntCounterVec::new(
+            Opts::new(
+                "tollgate_ratelimit_leased_total",
+                "Requests admitted from an admission lease (no Redis round trip), by plan",
+            ),
+            &["plan"],
+        )
+        .expect("static metric definition");
         for c in [
+            &ratelimit_leased,
             &credit_holds,
             &requests,
             &upstream_attempts,
@@ -127,6 +137,7 @@ impl Metrics {
             ratelimit,
             ratelimit_store_errors,
             credit_holds,
+            ratelimit_leased,
         }
     }
 }

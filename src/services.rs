@@ -198,7 +198,7 @@ impl BackgroundService for CounterService {
                 Ok(conn) => {
                     let _ = self.0.limiter.redis.set(conn);
                     tracing::info!("rate-limit counters on redis");
-                    return;
+                    break;
                 }
                 Err(e) => {
                     tracing::warn!("redis unreachable, retrying in {wait:?}: {e}");
@@ -209,6 +209,14 @@ impl BackgroundService for CounterService {
                     wait = (wait * 2).min(Duration::from_secs(5));
                 }
             }
+        }
+        // Expired admission leases give their unused admissions back.
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+            self.0.limiter.sweep().await;
         }
     }
 }

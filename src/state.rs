@@ -68,6 +68,7 @@ impl Shared {
                 FailureMode::parse(&storage.redis_failure_mode).unwrap_or(FailureMode::FailOpen),
                 std::time::Duration::from_millis(storage.redis_timeout_ms),
                 storage.redis_prefix.clone(),
+                storage.rate_limit_lease,
             ),
             leases: Leases::new(
                 storage.lease_holds,

@@ -76,7 +76,7 @@ impl Gateway {
         let d = self
             .shared
             .limiter
-            .check(&ident, &windows, &ctx.request_id, m)
+            .check(&ident, &windows, &ctx.request_id, &plan, m)
             .await?;
         if d.limit > 0 {
             ctx.set_header("X-RateLimit-Limit-Requests", d.limit.to_string());
