@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Where the gateway's CPU time goes under load (README, Performance): the fake provider and
+# Tollgate on its embedded default (SQLite + in-process counters, auth, limits and metering on),
+# 64 connections at full speed for 10 s while `perf record` samples the gateway (cpu-clock, so it
+# works without hardware counters), then the top symbols by self time and a grouping by
+# subsystem. Needs linux-perf (installed from Debian when missing). Loopback only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${SECS:-10}
+command -v perf >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq linux-perf >/dev/null; }
+cargo build --release --bin tollgate --bin tollgate-bench 2>&1 | tail -1
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+BENCH=target/release/tollgate-bench FAKE=127.0.0.1:19200 TG=127.0.0.1:19201
+"$BENCH" fake --listen "$FAKE" --words 50 --delay-ms 10 2>/dev/null & pids+=($!)
+cat > "$work/tg.toml" <<TOML
+[server]
+listen = "$TG"
+metrics_listen = ""
+threads = 2
+[storage]
+database_url = "sqlite://$work/ledger.db"
+[[providers]]
+name = "fake"
+endpoints = ["http://$FAKE"]
+[[models]]
+id = "bench"
+provider = "fake"
+tier = "economy"
+input_credits_per_1k = 0.15
+output_credits_per_1k = 0.6
+TOML
+TOLLGATE_ADMIN_TOKEN=bench-admin TOLLGATE_LOG=warn target/release/tollgate serve --config "$work/tg.toml" 2>"$work/tg.log" &
+tg=$!; pids+=($tg)
+for _ in $(seq 1 100); do curl -sf "http://$TG/readyz" 2>/dev/null | grep -q '"ledger":true' && break; sleep 0.1; done
+signup=$(curl -sf "http://$TG/api/v1/auth/signup" -d '{"email":"profile@example.com","password":"benchmark1"}')
+uid=$(echo "$signup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["user_id"])')
+key=$(echo "$signup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["api_key"])')
+curl -sf -X PUT "http://$TG/api/v1/admin/accounts/$uid/plan" -H 'Authorization: Bearer bench-admin' -d '{"plan":"business","requests_per_hour":1000000000}' >/dev/null
+curl -sf "http://$TG/api/v1/admin/accounts/$uid/credits" -H 'Authorization: Bearer bench-admin' -d '{"delta":100000000,"reason":"bench"}' >/dev/null
+perf record -q -e cpu-clock -F 2999 -g -p "$tg" -o "$work/perf.data" -- sleep "$SECS" 2>/dev/null &
+rec=$!
+"$BENCH" load --url "http://$TG/v1/chat/completions" --mode max --secs "$SECS" --conns 64 --model bench --header "Authorization: Bearer $key"
+wait "$rec" || true
+echo
+perf report -i "$work/perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null \
+  | grep -E '^ +[0-9.]+%' | sed -E 's/[[:space:]]+(-[[:space:]]+)*$//' > "$work/report.txt"
+echo "top symbols by self time (% of the gateway's samples):"
+head -30 "$work/report.txt"
+echo
+echo "by subsystem (self time, grouped by symbol name):"
+python3 - "$work/report.txt" <<'PY'
+import re, sys
+groups = [
+    ("kernel: sockets, syscalls, scheduling", r"\[k\]"),
+    ("allocator (malloc/free/memcpy)", r"malloc|free|realloc|calloc|memcpy|memmove|memset|_int_|unlink_chunk|mi_"),
+    ("JSON (serde_json)", r"serde_json|serde::"),
+    ("SQLite", r"sqlite3|sqlx_sqlite"),
+    ("HTTP (httparse, pingora)", r"httparse|pingora|http::"),
+    ("tokio runtime and locks", r"tokio|parking_lot|futex|mutex|Mutex"),
+    ("filters (SSE, validation, tokens)", r"tollgate_filters"),
+    ("gateway (tollgate)", r"tollgate"),
+]
+tot = {g: 0.0 for g, _ in groups}
+other = 0.0
+for line in open(sys.argv[1]):
+    m = re.match(r"\s+([0-9.]+)%\s+(.*)", line)
+    if not m:
+        continue
+    pct, sym = float(m.group(1)), m.group(2)
+    for g, pat in groups:
+        if re.search(pat, sym):
+            tot[g] += pct
+            break
+    else:
+        other += pct
+for g, _ in groups:
+    print(f"  {tot[g]:5.1f}%  {g}")
+print(f"  {other:5.1f}%  other")
+PY
