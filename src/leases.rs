@@ -429,12 +429,7 @@ impl Leases {
         ledger: &Ledger,
         account: &str,
     ) -> Result<Option<OwnedMutexGuard<()>>, StoreError> {
-        let Some(lock) = locked(&self.accounts).get(account).map(|e| e.lock.clone()) else {
-            return Ok(None);
-        };
-        let guard = lock.lock_owned().await;
-        self.round(ledger, account, Round::Flush).await?;
-        Ok(Some(guard))
+        self.round_now(ledger, account, Round::Flush).await
     }
 
     /// Writes pending rows and returns the account's lease to its balance (an admin adjustment
@@ -444,11 +439,20 @@ impl Leases {
         ledger: &Ledger,
         account: &str,
     ) -> Result<Option<OwnedMutexGuard<()>>, StoreError> {
+        self.round_now(ledger, account, Round::Release).await
+    }
+
+    async fn round_now(
+        &self,
+        ledger: &Ledger,
+        account: &str,
+        kind: Round,
+    ) -> Result<Option<OwnedMutexGuard<()>>, StoreError> {
         let Some(lock) = locked(&self.accounts).get(account).map(|e| e.lock.clone()) else {
             return Ok(None);
         };
         let guard = lock.lock_owned().await;
-        self.round(ledger, account, Round::Release).await?;
+        self.round(ledger, account, kind).await?;
         Ok(Some(guard))
     }
 

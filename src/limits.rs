@@ -52,8 +52,12 @@ end
 if retry ~= 0 then want = 0 end
 if retry == 0 then
   local args = {now, member}
+  -- Leased admissions are scored at the end of the lease's lifetime (ARGV[#ARGV - 2] ms), the
+  -- latest moment one can be used: each leaves its window no earlier than the request it admits
+  -- would, so leasing can only admit fewer, never more.
+  local leased_at = now + tonumber(ARGV[#ARGV - 2])
   for j = 1, want do
-    args[#args + 1] = now
+    args[#args + 1] = leased_at
     args[#args + 1] = member .. ':' .. j
   end
   for i = 1, #KEYS do
@@ -135,8 +139,8 @@ pub fn windows(
 /// A lease takes at most this share of a window's remaining room (the rest is admitted one
 /// request at a time, exactly).
 const LEASE_SHARE: u64 = 4;
-/// Leased admissions are used within this time of being counted, or given back. It bounds how
-/// early a leased entry leaves its window (it is timestamped when leased, not when used).
+/// Leased admissions are used within this time of being counted, or given back. They are scored
+/// at the end of it, so they leave their window no earlier than the requests they admit.
 const LEASE_LIFETIME: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Admissions reserved in Redis for one ident on this instance.
@@ -403,7 +407,9 @@ impl Limiter {
             .then(|| LeaseRequest::begin(&self.leasing, ident))
             .flatten();
         let want = if asking.is_some() { self.lease_size } else { 0 };
-        inv.arg(LEASE_SHARE).arg(want);
+        inv.arg(LEASE_LIFETIME.as_millis() as u64)
+            .arg(LEASE_SHARE)
+            .arg(want);
         type Reply = (i64, i64, i64, i64, i64, u64, String);
         let (admitted, limit, remaining, reset_ms, retry_ms, leased, base): Reply =
             inv.invoke_async(&mut conn).await?;
