@@ -453,16 +453,11 @@ pub fn format_reset(ms: i64) -> String {
         return format!("{}s", (ms as f64 / 1000.0 * 10.0).ceil() / 10.0);
     }
     let s = (ms + 999) / 1000;
-    let (h, m, s) = (s / 3600, (s % 3600) / 60, s % 60);
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, m, s) => format!("{h}h{m}m{s}s"),
     }
-    if h > 0 || m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    out.push_str(&format!("{s}s"));
-    out
 }
 
 #[cfg(test)]

@@ -46,9 +46,12 @@ pub fn well_formed(key: &str) -> bool {
 
 pub fn hash(secret: &str) -> String {
     let digest = Sha256::digest(secret.as_bytes());
+    // Runs once per request (the key cache is keyed by hash): no allocation per byte.
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(64);
     for b in digest {
-        out.push_str(&format!("{b:02x}"));
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
     }
     out
 }
@@ -81,6 +84,11 @@ mod tests {
         assert_eq!(display_prefix(&k).len(), 8);
         assert_eq!(hash(&k).len(), 64);
         assert_ne!(hash(&k), hash("tg_other"));
+        // FIPS 180-2 test vector: stored hashes must not change with the implementation.
+        assert_eq!(
+            hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
         for bad in [
             "",
             "tg_",

@@ -50,6 +50,20 @@ impl Usage {
         })
     }
 
+    /// [`Usage::from_json`] over the raw text of the value, without building a tree.
+    pub fn from_raw(raw: &str) -> Option<Usage> {
+        #[derive(serde::Deserialize)]
+        struct Counts {
+            prompt_tokens: u64,
+            completion_tokens: u64,
+        }
+        let c: Counts = serde_json::from_str(raw).ok()?;
+        Some(Usage {
+            prompt_tokens: c.prompt_tokens,
+            completion_tokens: c.completion_tokens,
+        })
+    }
+
     /// Reads an OpenAI `usage` object; `None` when it is absent, null or malformed.
     pub fn from_json(v: &serde_json::Value) -> Option<Usage> {
         let o = v.as_object()?;

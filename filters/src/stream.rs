@@ -5,6 +5,10 @@
 //! carries both content and `finish_reason` is split so that the last content chunk has an
 //! empty delta (SPEC.md), and the text delivered so far is kept for the tokenizer fallback.
 
+use std::borrow::Cow;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::Usage;
@@ -213,53 +217,157 @@ impl StreamRewriter {
 
 /// Rewrites a non-streaming completion for the client: the model used, and a usage object
 /// counted by the tokenizer when the upstream omitted it. Returns the body and its usage.
+///
+/// The reply is not parsed into a tree and written again: its top-level members are located
+/// in place and the bytes are copied with `model` and `object` replaced (and `usage` added
+/// when counted), so the cost is one scan and one copy whatever the reply's size.
 pub fn rewrite_completion(
     raw: &[u8],
     model: &str,
     prompt_tokens: impl FnOnce() -> u64,
 ) -> Result<(Vec<u8>, Usage, bool), String> {
-    let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(raw) else {
+    let Ok(Members(members)) = serde_json::from_slice::<Members<'_>>(raw) else {
         return Err("upstream reply is not a JSON object".into());
     };
-    let Some(Value::Array(choices)) = body.get("choices") else {
+    let member = |name: &str| members.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+    let Some(choices) = member("choices").filter(|v| v.get().starts_with('[')) else {
         return Err("upstream reply has no choices array".into());
     };
-    let mut counted = false;
-    let usage = match body.get("usage").and_then(Usage::from_json) {
-        Some(u) => u,
+    let (usage, counted) = match member("usage").and_then(|u| Usage::from_raw(u.get())) {
+        Some(u) => (u, false),
         None => {
-            counted = true;
+            let choices: Value = serde_json::from_str(choices.get()).map_err(|e| e.to_string())?;
             let mut text = String::new();
-            for c in choices {
+            for c in choices.as_array().into_iter().flatten() {
                 if let Some(m) = c.get("message") {
-                    if let Some(s) = m.get("content").and_then(Value::as_str) {
-                        text.push_str(s);
-                    }
-                    if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
-                        for call in calls {
-                            if let Some(f) = call.get("function") {
-                                for k in ["name", "arguments"] {
-                                    if let Some(s) = f.get(k).and_then(Value::as_str) {
-                                        text.push_str(s);
-                                    }
-                                }
-                            }
-                        }
-                    }
+                    collect_message_text(m, &mut text);
                 }
             }
             let u = Usage {
                 prompt_tokens: prompt_tokens(),
                 completion_tokens: crate::tokens::count_text(&text),
             };
-            body.insert("usage".into(), u.to_json());
-            u
+            (u, true)
         }
     };
-    body.insert("model".into(), Value::String(model.into()));
-    body.insert("object".into(), Value::String("chat.completion".into()));
-    let out = serde_json::to_vec(&Value::Object(body)).map_err(|e| e.to_string())?;
+
+    let mut out = Vec::with_capacity(raw.len() + model.len() + 128);
+    let mut pos = 0;
+    let (mut has_model, mut has_object) = (false, false);
+    for (k, v) in &members {
+        let replacement = match k.as_ref() {
+            "model" => {
+                has_model = true;
+                model
+            }
+            "object" => {
+                has_object = true;
+                "chat.completion"
+            }
+            "usage" if counted => "",
+            _ => continue,
+        };
+        let start = offset_in(raw, v.get());
+        out.extend_from_slice(&raw[pos..start]);
+        if replacement.is_empty() {
+            // An unusable usage (null, malformed) is replaced by the counted one below.
+            out.extend_from_slice(&serde_json::to_vec(&usage.to_json()).unwrap_or_default());
+        } else {
+            // Writing a string into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut out, replacement);
+        }
+        pos = start + v.get().len();
+    }
+    // The object parsed, so its last non-space byte is its closing brace.
+    let close = raw.iter().rposition(|&b| b == b'}').unwrap_or(raw.len());
+    out.extend_from_slice(&raw[pos..close]);
+    let mut add = |k: &str, v: &Value| {
+        out.push(b',');
+        let _ = serde_json::to_writer(&mut out, k);
+        out.push(b':');
+        let _ = serde_json::to_writer(&mut out, v);
+    };
+    if !has_model {
+        add("model", &Value::String(model.into()));
+    }
+    if !has_object {
+        add("object", &Value::String("chat.completion".into()));
+    }
+    if counted && member("usage").is_none() {
+        add("usage", &usage.to_json());
+    }
+    out.extend_from_slice(&raw[close..]);
     Ok((out, usage, counted))
+}
+
+fn collect_message_text(m: &Value, text: &mut String) {
+    if let Some(s) = m.get("content").and_then(Value::as_str) {
+        text.push_str(s);
+    }
+    for call in m
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(f) = call.get("function") {
+            for k in ["name", "arguments"] {
+                if let Some(s) = f.get(k).and_then(Value::as_str) {
+                    text.push_str(s);
+                }
+            }
+        }
+    }
+}
+
+/// Where `part`, a slice borrowed from `whole` by the parser, starts in it.
+fn offset_in(whole: &[u8], part: &str) -> usize {
+    (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize)
+}
+
+/// The top-level members of a JSON object, keys and raw values borrowed from the input.
+struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> Visitor<'de> for Visit {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+                let mut out = Vec::with_capacity(8);
+                while let Some(Key(k)) = map.next_key()? {
+                    out.push((k, map.next_value()?));
+                }
+                Ok(Members(out))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// An object key: borrowed unless it had escapes to undo.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> Visitor<'de> for Visit {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(Visit)
+    }
 }
 
 #[cfg(test)]
@@ -346,5 +454,56 @@ mod tests {
         assert_eq!(v["model"], "pinned");
         assert!(rewrite_completion(b"<html>", "m", || 0).is_err());
         assert!(rewrite_completion(b"{\"x\":1}", "m", || 0).is_err());
+        assert!(rewrite_completion(b"[1,2]", "m", || 0).is_err());
+        assert!(rewrite_completion(b"{\"choices\":{}}", "m", || 0).is_err());
+        assert!(rewrite_completion(b"{\"choices\":[]", "m", || 0).is_err());
+    }
+
+    #[test]
+    fn completion_rewrite_splices_only_model_and_object() {
+        // Everything but the two replaced values comes through byte for byte, including
+        // spacing, key order, escaped keys and numbers serde_json would print differently.
+        let raw = br#" { "id" : "c", "model":"up-\u00e9", "x\"y":1.50e0, "choices":[{"index":0,"message":{"content":"hi"}}], "object":"chat.completion", "usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4,"details":{"a":[1]}} }
+"#;
+        let (out, usage, counted) = rewrite_completion(raw, "pin\"ned", || 99).unwrap();
+        assert!(!counted);
+        assert_eq!(
+            usage,
+            Usage {
+                prompt_tokens: 3,
+                completion_tokens: 1
+            }
+        );
+        let text = String::from_utf8(out).unwrap();
+        let expected = String::from_utf8(raw.to_vec())
+            .unwrap()
+            .replace(r#""up-\u00e9""#, r#""pin\"ned""#);
+        assert_eq!(text, expected);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["model"], "pin\"ned");
+        assert_eq!(v["x\"y"], 1.5);
+
+        // Missing model and object are added; an unusable usage is replaced by the count.
+        let raw = br#"{"choices":[{"message":{"content":"one two three"}}],"usage":null}"#;
+        let (out, usage, counted) = rewrite_completion(raw, "m", || 5).unwrap();
+        assert!(counted);
+        assert_eq!(
+            usage,
+            Usage {
+                prompt_tokens: 5,
+                completion_tokens: 3
+            }
+        );
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["model"], "m");
+        assert_eq!(v["object"], "chat.completion");
+        assert_eq!(v["usage"]["total_tokens"], 8);
+        assert_eq!(v.as_object().unwrap().len(), 4);
+
+        // Tool-call arguments count as output when the upstream reports no usage.
+        let raw = br#"{"choices":[{"message":{"content":null,"tool_calls":[{"function":{"name":"get","arguments":"{\"a\":1}"}}]}}]}"#;
+        let (_, usage, counted) = rewrite_completion(raw, "m", || 0).unwrap();
+        assert!(counted);
+        assert!(usage.completion_tokens > 0);
     }
 }

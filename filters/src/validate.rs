@@ -29,6 +29,8 @@ pub struct ChatRequest {
     /// `max_tokens`, or the newer `max_completion_tokens`.
     pub max_tokens: Option<u64>,
     pub body: Map<String, Value>,
+    /// Size of the body as received, to size the upstream copy in one allocation.
+    pub raw_len: usize,
 }
 
 fn field_err(field: &str, what: &str) -> GatewayError {
@@ -143,6 +145,7 @@ pub fn parse_chat_request(raw: &[u8]) -> Result<ChatRequest, GatewayError> {
         client_wants_usage,
         max_tokens,
         body,
+        raw_len: raw.len(),
     })
 }
 
@@ -292,28 +295,71 @@ fn check_tool_choice(tc: &Value) -> Result<(), GatewayError> {
 /// model name, `max_tokens` as the pipeline decided, and, for streams, a request for the usage
 /// chunk so that metering never depends on counting.
 pub fn upstream_body(req: &ChatRequest, upstream_model: &str, max_tokens: Option<u64>) -> Vec<u8> {
-    let mut body = req.body.clone();
-    body.insert("model".into(), Value::String(upstream_model.into()));
-    if let Some(n) = max_tokens {
-        if body.contains_key("max_completion_tokens") {
-            body.insert("max_completion_tokens".into(), n.into());
-        }
-        if body.contains_key("max_tokens") || !body.contains_key("max_completion_tokens") {
-            body.insert("max_tokens".into(), n.into());
+    // Written field by field from the parsed body rather than cloning the whole map to change
+    // three fields: this runs for every request and every failover attempt.
+    let body = &req.body;
+    let set_completion = max_tokens.filter(|_| body.contains_key("max_completion_tokens"));
+    let set_max = max_tokens
+        .filter(|_| body.contains_key("max_tokens") || !body.contains_key("max_completion_tokens"));
+    let stream_options = req.stream.then(|| {
+        let mut o = match body.get("stream_options") {
+            Some(Value::Object(o)) => o.clone(),
+            _ => Map::new(),
+        };
+        o.insert("include_usage".into(), Value::Bool(true));
+        Value::Object(o)
+    });
+    let mut out = Vec::with_capacity(req.raw_len + upstream_model.len() + 64);
+    let mut first = true;
+    let mut put = |out: &mut Vec<u8>, k: &str, v: &dyn ErasedJson| {
+        out.push(if first { b'{' } else { b',' });
+        first = false;
+        // Writing into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, k);
+        out.push(b':');
+        v.write(out);
+    };
+    for (k, v) in body {
+        match k.as_str() {
+            "model" => put(&mut out, k, &upstream_model),
+            "max_completion_tokens" if set_completion.is_some() => {
+                put(&mut out, k, &set_completion.unwrap_or_default())
+            }
+            "max_tokens" if set_max.is_some() => put(&mut out, k, &set_max.unwrap_or_default()),
+            "stream_options" if stream_options.is_some() => {
+                put(&mut out, k, stream_options.as_ref().unwrap_or(v))
+            }
+            _ => put(&mut out, k, v),
         }
     }
-    if req.stream {
-        let opts = body
-            .entry("stream_options")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !opts.is_object() {
-            *opts = Value::Object(Map::new());
-        }
-        if let Value::Object(o) = opts {
-            o.insert("include_usage".into(), Value::Bool(true));
-        }
+    if !body.contains_key("model") {
+        put(&mut out, "model", &upstream_model);
     }
-    serde_json::to_vec(&Value::Object(body)).unwrap_or_default()
+    if let Some(n) = set_max.filter(|_| !body.contains_key("max_tokens")) {
+        put(&mut out, "max_tokens", &n);
+    }
+    if let Some(o) = stream_options
+        .as_ref()
+        .filter(|_| !body.contains_key("stream_options"))
+    {
+        put(&mut out, "stream_options", o);
+    }
+    if first {
+        out.push(b'{');
+    }
+    out.push(b'}');
+    out
+}
+
+/// A JSON value of one of the few types [`upstream_body`] writes.
+trait ErasedJson {
+    fn write(&self, out: &mut Vec<u8>);
+}
+
+impl<T: serde::Serialize> ErasedJson for T {
+    fn write(&self, out: &mut Vec<u8>) {
+        let _ = serde_json::to_writer(out, self);
+    }
 }
 
 #[cfg(test)]
@@ -429,5 +475,29 @@ mod tests {
         let out: Value = serde_json::from_slice(&upstream_body(&r, "up-1", None)).unwrap();
         assert!(out.get("stream_options").is_none());
         assert!(out.get("max_tokens").is_none());
+        assert_eq!(out["messages"], msg());
+
+        // The newer field is kept and capped; no max_tokens is invented beside it. The
+        // client's own stream options are kept and usage is added; odd keys survive intact.
+        let r = parse(
+            json!({"model":"a","messages":msg(),"stream":true,"max_completion_tokens":500,
+            "stream_options":{"include_usage":false,"x":1},"we\"ird\u{e9}":[1,{"a":null}]}),
+        )
+        .unwrap();
+        let raw = upstream_body(&r, "up-2", Some(64));
+        let out: Value = serde_json::from_slice(&raw).unwrap();
+        assert_eq!(out["model"], "up-2");
+        assert_eq!(out["max_completion_tokens"], 64);
+        assert!(out.get("max_tokens").is_none());
+        assert_eq!(out["stream_options"], json!({"include_usage":true,"x":1}));
+        assert_eq!(out["we\"ird\u{e9}"], json!([1,{"a":null}]));
+        assert_eq!(out.as_object().unwrap().len(), 6);
+
+        // A stream_options that is not an object is replaced; max_tokens is added when absent.
+        let r = parse(json!({"model":"a","messages":msg(),"stream":true,"stream_options":null}))
+            .unwrap();
+        let out: Value = serde_json::from_slice(&upstream_body(&r, "u", Some(7))).unwrap();
+        assert_eq!(out["stream_options"], json!({"include_usage":true}));
+        assert_eq!(out["max_tokens"], 7);
     }
 }

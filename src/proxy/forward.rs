@@ -137,10 +137,11 @@ fn request_header(
     t: &Target<'_>,
     len: usize,
     request_id: &str,
-) -> Result<RequestHeader, AttemptError> {
+) -> Result<Box<RequestHeader>, AttemptError> {
     let path = format!("{}/v1/chat/completions", t.endpoint.url.base_path);
-    let build = || -> pingora::Result<RequestHeader> {
-        let mut h = RequestHeader::build("POST", path.as_bytes(), Some(8))?;
+    let build = || -> pingora::Result<Box<RequestHeader>> {
+        // No case map: upstreams get lower-case names (HTTP/2 style), one map fewer per request.
+        let mut h = RequestHeader::build_no_case("POST", path.as_bytes(), Some(8))?;
         h.insert_header("Host", t.endpoint.url.authority())?;
         h.insert_header("Content-Type", "application/json")?;
         h.insert_header("Content-Length", len.to_string())?;
@@ -158,30 +159,32 @@ fn request_header(
         if let Some(key) = &t.pool.provider.api_key {
             h.insert_header("Authorization", format!("Bearer {key}"))?;
         }
-        Ok(h)
+        Ok(Box::new(h))
     };
     build().map_err(|e| failover("request_build", e))
 }
 
 /// Opens (or reuses) a connection, sends the request and reads the response head. A pooled
 /// connection the upstream closed while idle fails on first use; that is retried once on a
-/// fresh connection instead of being counted against the endpoint.
+/// fresh connection instead of being counted against the endpoint. The header is built per
+/// try (rather than cloned for a retry that almost never happens).
 async fn send_request(
     gw: &Gateway,
     t: &Target<'_>,
-    header: &RequestHeader,
+    header: impl Fn() -> Result<Box<RequestHeader>, AttemptError>,
     body: &Bytes,
 ) -> Result<HttpSession, AttemptError> {
     let mut tries = 0;
     loop {
         tries += 1;
+        let header = header()?;
         let (mut up, reused) = gw
             .connector
             .get_http_session(&t.peer)
             .await
             .map_err(|e| failover("connect", e))?;
         let sent = async {
-            up.write_request_header(Box::new(header.clone())).await?;
+            up.write_request_header(header).await?;
             up.write_request_body(body.clone(), true).await?;
             up.finish_request_body().await?;
             up.read_response_header().await
@@ -240,10 +243,10 @@ async fn json_attempt(
     body: Bytes,
     deadline: Instant,
 ) -> Result<(), AttemptError> {
-    let header = request_header(false, t, body.len(), &ctx.request_id)?;
+    let header = || request_header(false, t, body.len(), &ctx.request_id);
     let remaining = deadline.saturating_duration_since(Instant::now());
     let exchange = async {
-        let mut up = send_request(gw, t, &header, &body).await?;
+        let mut up = send_request(gw, t, header, &body).await?;
         check_status(&mut up, false).await?;
         let mut buf = BytesMut::new();
         loop {
@@ -273,10 +276,11 @@ async fn json_attempt(
         .release_http_session(up, &t.peer, t.peer.options.idle_timeout)
         .await;
 
-    let messages = req.body.get("messages").cloned().unwrap_or_default();
-    let (out, usage, counted) =
-        rewrite_completion(&buf, &t.model.id, || tokens::count_prompt(&messages))
-            .map_err(|e| failover("bad_reply", e))?;
+    let messages = req.body.get("messages");
+    let (out, usage, counted) = rewrite_completion(&buf, &t.model.id, || {
+        messages.map(tokens::count_prompt).unwrap_or(0)
+    })
+    .map_err(|e| failover("bad_reply", e))?;
     ctx.model_used = Some(t.model.id.clone());
     ctx.provider = Some(t.pool.provider.name.clone());
     ctx.rates = Some((t.model.input_micros_per_1k, t.model.output_micros_per_1k));
@@ -335,16 +339,13 @@ async fn stream_attempt(
     body: Bytes,
 ) -> Result<(), AttemptError> {
     let timeouts = &rt.config.timeouts;
-    let header = request_header(true, t, body.len(), &ctx.request_id)?;
-    let mut up = match tokio::time::timeout(
-        timeouts.stream_chunk,
-        send_request(gw, t, &header, &body),
-    )
-    .await
-    {
-        Ok(r) => r?,
-        Err(_) => return Err(failover("timeout", "no response head in time")),
-    };
+    let header = || request_header(true, t, body.len(), &ctx.request_id);
+    let mut up =
+        match tokio::time::timeout(timeouts.stream_chunk, send_request(gw, t, header, &body)).await
+        {
+            Ok(r) => r?,
+            Err(_) => return Err(failover("timeout", "no response head in time")),
+        };
     check_status(&mut up, true).await?;
 
     let mut decoder = SseDecoder::new(MAX_SSE_EVENT);
