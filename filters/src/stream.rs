@@ -32,8 +32,11 @@ pub struct StreamRewriter {
     /// Content and tool-call text delivered, for counting when no usage arrives.
     delivered_text: String,
     finished: bool,
-    last_id: Option<Value>,
-    last_created: Option<Value>,
+    /// The JSON text of the last chunk's `id` and `created`, for synthesised chunks.
+    last_id: Option<String>,
+    last_created: Option<String>,
+    /// `model` as a JSON string, spliced into every chunk.
+    model_json: String,
     pub chunks_emitted: u64,
 }
 
@@ -58,6 +61,7 @@ impl StreamRewriter {
             finished: false,
             last_id: None,
             last_created: None,
+            model_json: Value::String(model.to_owned()).to_string(),
             chunks_emitted: 0,
         }
     }
@@ -80,6 +84,14 @@ impl StreamRewriter {
         if data == "[DONE]" {
             return StreamStep::Done;
         }
+        if let Some(out) = self.fast_chunk(data) {
+            return StreamStep::Emit(out);
+        }
+        self.general_chunk(data)
+    }
+
+    /// Any chunk, through a JSON tree.
+    fn general_chunk(&mut self, data: &str) -> StreamStep {
         let Ok(Value::Object(mut chunk)) = serde_json::from_str::<Value>(data) else {
             return StreamStep::UpstreamError(serde_json::json!({
                 "message": "upstream sent a stream event that is not a JSON object"
@@ -109,10 +121,10 @@ impl StreamRewriter {
             Value::String("chat.completion.chunk".into()),
         );
         if let Some(id) = chunk.get("id") {
-            self.last_id = Some(id.clone());
+            remember(&mut self.last_id, &id.to_string());
         }
         if let Some(c) = chunk.get("created") {
-            self.last_created = Some(c.clone());
+            remember(&mut self.last_created, &c.to_string());
         }
 
         let mut out = Vec::new();
@@ -170,6 +182,90 @@ impl StreamRewriter {
         StreamStep::Emit(out)
     }
 
+    /// The common chunk — choices that carry content and no `finish_reason` yet, no usage,
+    /// no error — rewritten without building a JSON tree: its members are located in place
+    /// and copied with `model` and `object` spliced in. `None` sends the chunk down the
+    /// general path (finish chunks, usage chunks, errors, anything unusual).
+    fn fast_chunk(&mut self, data: &str) -> Option<Vec<u8>> {
+        // A multi-line `data:` field joined by the decoder would break the event's framing
+        // if copied as is; the general path writes it compactly.
+        if data.bytes().any(|b| b == b'\n' || b == b'\r') {
+            return None;
+        }
+        let Members(members) = serde_json::from_str::<Members<'_>>(data).ok()?;
+        if members.iter().any(|(k, _)| k == "usage" || k == "error") {
+            return None;
+        }
+        let choices = members.iter().find(|(k, _)| k == "choices")?.1;
+        let choices: Vec<FastChoice<'_>> = serde_json::from_str(choices.get()).ok()?;
+        if choices.is_empty()
+            || !choices
+                .iter()
+                .all(|c| c.finish_reason.is_some_and(|f| f.get() == "null"))
+        {
+            return None;
+        }
+        for d in choices.iter().filter_map(|c| c.delta.as_ref()) {
+            if let Some(s) = &d.content {
+                self.delivered_text.push_str(s);
+            }
+            for f in d
+                .tool_calls
+                .iter()
+                .flatten()
+                .filter_map(|c| c.function.as_ref())
+            {
+                for s in [&f.name, &f.arguments].into_iter().flatten() {
+                    self.delivered_text.push_str(s);
+                }
+            }
+        }
+
+        let bytes = data.as_bytes();
+        let mut out = Vec::with_capacity(data.len() + self.model_json.len() + 48);
+        out.extend_from_slice(b"data: ");
+        let mut pos = 0;
+        let (mut has_model, mut has_object) = (false, false);
+        for (k, v) in &members {
+            let replacement = match k.as_ref() {
+                "model" => {
+                    has_model = true;
+                    self.model_json.as_str()
+                }
+                "object" => {
+                    has_object = true;
+                    "\"chat.completion.chunk\""
+                }
+                "id" => {
+                    remember(&mut self.last_id, v.get());
+                    continue;
+                }
+                "created" => {
+                    remember(&mut self.last_created, v.get());
+                    continue;
+                }
+                _ => continue,
+            };
+            let start = offset_in(bytes, v.get());
+            out.extend_from_slice(&bytes[pos..start]);
+            out.extend_from_slice(replacement.as_bytes());
+            pos = start + v.get().len();
+        }
+        let close = bytes.iter().rposition(|&b| b == b'}')?;
+        out.extend_from_slice(&bytes[pos..close]);
+        if !has_model {
+            out.extend_from_slice(b",\"model\":");
+            out.extend_from_slice(self.model_json.as_bytes());
+        }
+        if !has_object {
+            out.extend_from_slice(b",\"object\":\"chat.completion.chunk\"");
+        }
+        out.extend_from_slice(&bytes[close..]);
+        out.extend_from_slice(b"\n\n");
+        self.chunks_emitted += 1;
+        Some(out)
+    }
+
     fn collect_text(&mut self, delta: &Map<String, Value>) {
         if let Some(Value::String(s)) = delta.get("content") {
             self.delivered_text.push_str(s);
@@ -190,9 +286,9 @@ impl StreamRewriter {
     /// A usage chunk for a client that asked for one when the upstream sent none.
     pub fn synthetic_usage_chunk(&self, usage: Usage) -> Vec<u8> {
         sse_event(&serde_json::json!({
-            "id": self.last_id.clone().unwrap_or(Value::String("chatcmpl-tollgate".into())),
+            "id": raw_or(&self.last_id, "chatcmpl-tollgate".into()),
             "object": "chat.completion.chunk",
-            "created": self.last_created.clone().unwrap_or(0.into()),
+            "created": raw_or(&self.last_created, 0.into()),
             "model": self.model,
             "choices": [],
             "usage": usage.to_json(),
@@ -202,9 +298,9 @@ impl StreamRewriter {
     /// The final chunk when the upstream ended with `[DONE]` but never sent a `finish_reason`.
     pub fn synthetic_finish_chunk(&self) -> Vec<u8> {
         sse_event(&serde_json::json!({
-            "id": self.last_id.clone().unwrap_or(Value::String("chatcmpl-tollgate".into())),
+            "id": raw_or(&self.last_id, "chatcmpl-tollgate".into()),
             "object": "chat.completion.chunk",
-            "created": self.last_created.clone().unwrap_or(0.into()),
+            "created": raw_or(&self.last_created, 0.into()),
             "model": self.model,
             "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
         }))
@@ -320,6 +416,56 @@ fn collect_message_text(m: &Value, text: &mut String) {
     }
 }
 
+/// Keeps `raw` in `slot`, allocating only when it changed (the id is the same on every
+/// chunk of a stream).
+fn remember(slot: &mut Option<String>, raw: &str) {
+    if slot.as_deref() != Some(raw) {
+        *slot = Some(raw.to_owned());
+    }
+}
+
+fn raw_or(raw: &Option<String>, default: Value) -> Value {
+    raw.as_deref()
+        .and_then(|r| serde_json::from_str(r).ok())
+        .unwrap_or(default)
+}
+
+/// One choice of a chunk, as much as the fast path reads. `finish_reason` is `Some` when the
+/// key is present at all (its raw text is `null` on content chunks).
+#[derive(serde::Deserialize)]
+struct FastChoice<'a> {
+    #[serde(borrow, default)]
+    delta: Option<FastDelta<'a>>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    finish_reason: Option<&'a RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct FastDelta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<FastCall<'a>>>,
+}
+
+#[derive(serde::Deserialize)]
+struct FastCall<'a> {
+    #[serde(borrow, default)]
+    function: Option<FastFunction<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct FastFunction<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
 /// Where `part`, a slice borrowed from `whole` by the parser, starts in it.
 fn offset_in(whole: &[u8], part: &str) -> usize {
     (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize)
@@ -403,6 +549,60 @@ mod tests {
         );
         assert_eq!(r.on_event("[DONE]"), StreamStep::Done);
         assert_eq!(r.delivered_text(), "hi");
+    }
+
+    #[test]
+    fn fast_path_matches_the_general_path() {
+        let samples = [
+            r#"{"id":"a","object":"chat.completion.chunk","created":7,"model":"up","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+            r#"{"id":"a","created":7,"model":"up","choices":[{"index":0,"delta":{"content":"caf\u00e9 \"q\"\n"},"logprobs":null,"finish_reason":null}],"system_fingerprint":"fp"}"#,
+            r#"{ "choices" : [ {"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"get","arguments":"{\"a\":"}}]},"finish_reason":null}, {"index":1,"delta":{"content":"x"},"finish_reason":null} ] , "id":"b" }"#,
+            // Not for the fast path: finish, missing finish_reason, usage, odd content.
+            r#"{"id":"a","choices":[{"index":0,"delta":{"content":"end"},"finish_reason":"stop"}]}"#,
+            r#"{"id":"a","choices":[{"index":0,"delta":{"content":"y"}}]}"#,
+            r#"{"id":"a","choices":[{"index":0,"delta":{"content":"z"},"finish_reason":null}],"usage":null}"#,
+            r#"{"id":"a","choices":[{"index":0,"delta":{"content":[1]},"finish_reason":null}]}"#,
+            "{\"id\":\"a\",\n\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w\"},\"finish_reason\":null}]}",
+        ];
+        for (i, sample) in samples.iter().enumerate() {
+            let mut fast = StreamRewriter::new("pin", false);
+            let mut general = StreamRewriter::new("pin", false);
+            let expected = general.general_chunk(sample);
+            let got = fast.on_event(sample);
+            assert_eq!(emitted(got), emitted(expected), "sample {i}");
+            assert_eq!(
+                fast.delivered_text(),
+                general.delivered_text(),
+                "sample {i}"
+            );
+            assert_eq!(fast.finished(), general.finished(), "sample {i}");
+            let took_fast = StreamRewriter::new("pin", false)
+                .fast_chunk(sample)
+                .is_some();
+            assert_eq!(took_fast, i < 3, "sample {i}");
+        }
+        // Content with escapes is counted as the text it encodes.
+        let mut r = StreamRewriter::new("pin", false);
+        r.on_event(samples[1]);
+        assert_eq!(r.delivered_text(), "café \"q\"\n");
+        // Untouched members come through byte for byte; each event is one line.
+        let mut r = StreamRewriter::new("p\"n", false);
+        let StreamStep::Emit(out) = r.on_event(samples[2]) else {
+            panic!("expected emit")
+        };
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with(r#"data: { "choices" : [ {"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"get","arguments":"{\"a\":"}}]}"#));
+        assert!(text.ends_with(
+            r#""id":"b" ,"model":"p\"n","object":"chat.completion.chunk"}
+
+"#
+        ));
+        // The id and created of fast-path chunks are used for synthesised chunks.
+        let mut r = StreamRewriter::new("pin", true);
+        r.on_event(samples[0]);
+        let fin: Value = serde_json::from_slice(&r.synthetic_finish_chunk()[6..]).unwrap();
+        assert_eq!(fin["id"], "a");
+        assert_eq!(fin["created"], 7);
     }
 
     #[test]
