@@ -351,27 +351,27 @@ pub fn rewrite_completion(
     let mut pos = 0;
     let (mut has_model, mut has_object) = (false, false);
     for (k, v) in &members {
+        // `Some(s)`: the value becomes the string `s`; `None`: an unusable usage (null,
+        // malformed) becomes the counted one.
         let replacement = match k.as_ref() {
             "model" => {
                 has_model = true;
-                model
+                Some(model)
             }
             "object" => {
                 has_object = true;
-                "chat.completion"
+                Some("chat.completion")
             }
-            "usage" if counted => "",
+            "usage" if counted => None,
             _ => continue,
         };
         let start = offset_in(raw, v.get());
         out.extend_from_slice(&raw[pos..start]);
-        if replacement.is_empty() {
-            // An unusable usage (null, malformed) is replaced by the counted one below.
-            out.extend_from_slice(&serde_json::to_vec(&usage.to_json()).unwrap_or_default());
-        } else {
-            // Writing a string into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut out, replacement);
-        }
+        // Writing into a Vec cannot fail.
+        let _ = match replacement {
+            Some(s) => serde_json::to_writer(&mut out, s),
+            None => serde_json::to_writer(&mut out, &usage.to_json()),
+        };
         pos = start + v.get().len();
     }
     // The object parsed, so its last non-space byte is its closing brace.
