@@ -43,11 +43,17 @@ fn main() {
     match args.get(1).map(String::as_str) {
         Some("fake") => rt.block_on(run_fake(&args)),
         Some("load") => rt.block_on(run_load(&args)),
-        _ => {
-            eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V']");
-            std::process::exit(2);
-        }
+        _ => usage(None),
     }
+}
+
+/// Prints what went wrong and how to call the tool, and exits with status 2.
+fn usage(problem: Option<&str>) -> ! {
+    if let Some(p) = problem {
+        eprintln!("tollgate-bench: {p}");
+    }
+    eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V']");
+    std::process::exit(2);
 }
 
 async fn run_fake(args: &[String]) {
@@ -74,8 +80,10 @@ struct Target {
 }
 
 fn target(args: &[String]) -> Target {
-    let url = arg(args, "--url").expect("--url");
-    let rest = url.strip_prefix("http://").expect("http:// URL");
+    let url = arg(args, "--url").unwrap_or_else(|| usage(Some("--url is required")));
+    let rest = url
+        .strip_prefix("http://")
+        .unwrap_or_else(|| usage(Some("--url must start with http://")));
     let (host, path) = match rest.find('/') {
         Some(i) => (rest[..i].to_string(), rest[i..].to_string()),
         None => (rest.to_string(), "/".to_string()),
