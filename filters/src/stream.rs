@@ -221,46 +221,24 @@ impl StreamRewriter {
             }
         }
 
-        let bytes = data.as_bytes();
+        for (k, v) in &members {
+            match k.as_ref() {
+                "id" => remember(&mut self.last_id, v.get()),
+                "created" => remember(&mut self.last_created, v.get()),
+                _ => {}
+            }
+        }
         let mut out = Vec::with_capacity(data.len() + self.model_json.len() + 48);
         out.extend_from_slice(b"data: ");
-        let mut pos = 0;
-        let (mut has_model, mut has_object) = (false, false);
-        for (k, v) in &members {
-            let replacement = match k.as_ref() {
-                "model" => {
-                    has_model = true;
-                    self.model_json.as_str()
-                }
-                "object" => {
-                    has_object = true;
-                    "\"chat.completion.chunk\""
-                }
-                "id" => {
-                    remember(&mut self.last_id, v.get());
-                    continue;
-                }
-                "created" => {
-                    remember(&mut self.last_created, v.get());
-                    continue;
-                }
-                _ => continue,
-            };
-            let start = offset_in(bytes, v.get());
-            out.extend_from_slice(&bytes[pos..start]);
-            out.extend_from_slice(replacement.as_bytes());
-            pos = start + v.get().len();
-        }
-        let close = bytes.iter().rposition(|&b| b == b'}')?;
-        out.extend_from_slice(&bytes[pos..close]);
-        if !has_model {
-            out.extend_from_slice(b",\"model\":");
-            out.extend_from_slice(self.model_json.as_bytes());
-        }
-        if !has_object {
-            out.extend_from_slice(b",\"object\":\"chat.completion.chunk\"");
-        }
-        out.extend_from_slice(&bytes[close..]);
+        splice_members(
+            data.as_bytes(),
+            &members,
+            &[
+                ("model", self.model_json.as_bytes()),
+                ("object", b"\"chat.completion.chunk\""),
+            ],
+            &mut out,
+        );
         out.extend_from_slice(b"\n\n");
         self.chunks_emitted += 1;
         Some(out)
@@ -347,52 +325,18 @@ pub fn rewrite_completion(
         }
     };
 
-    let mut out = Vec::with_capacity(raw.len() + model.len() + 128);
-    let mut pos = 0;
-    let (mut has_model, mut has_object) = (false, false);
-    for (k, v) in &members {
-        // `Some(s)`: the value becomes the string `s`; `None`: an unusable usage (null,
-        // malformed) becomes the counted one.
-        let replacement = match k.as_ref() {
-            "model" => {
-                has_model = true;
-                Some(model)
-            }
-            "object" => {
-                has_object = true;
-                Some("chat.completion")
-            }
-            "usage" if counted => None,
-            _ => continue,
-        };
-        let start = offset_in(raw, v.get());
-        out.extend_from_slice(&raw[pos..start]);
-        // Writing into a Vec cannot fail.
-        let _ = match replacement {
-            Some(s) => serde_json::to_writer(&mut out, s),
-            None => serde_json::to_writer(&mut out, &usage.to_json()),
-        };
-        pos = start + v.get().len();
+    let model_json = Value::String(model.into()).to_string();
+    let usage_json = usage.to_json().to_string();
+    let mut set: Vec<(&str, &[u8])> = vec![
+        ("model", model_json.as_bytes()),
+        ("object", b"\"chat.completion\""),
+    ];
+    if counted {
+        // Replaces an unusable usage (null, malformed) or adds the missing one.
+        set.push(("usage", usage_json.as_bytes()));
     }
-    // The object parsed, so its last non-space byte is its closing brace.
-    let close = raw.iter().rposition(|&b| b == b'}').unwrap_or(raw.len());
-    out.extend_from_slice(&raw[pos..close]);
-    let mut add = |k: &str, v: &Value| {
-        out.push(b',');
-        let _ = serde_json::to_writer(&mut out, k);
-        out.push(b':');
-        let _ = serde_json::to_writer(&mut out, v);
-    };
-    if !has_model {
-        add("model", &Value::String(model.into()));
-    }
-    if !has_object {
-        add("object", &Value::String("chat.completion".into()));
-    }
-    if counted && member("usage").is_none() {
-        add("usage", &usage.to_json());
-    }
-    out.extend_from_slice(&raw[close..]);
+    let mut out = Vec::with_capacity(raw.len() + usage_json.len() + model_json.len() + 32);
+    splice_members(raw, &members, &set, &mut out);
     Ok((out, usage, counted))
 }
 
@@ -466,6 +410,42 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
     <&RawValue>::deserialize(d).map(Some)
 }
 
+/// Copies the JSON object `raw`, whose top-level `members` were located by [`Members`], into
+/// `out` with the value of each member named in `set` replaced by the given JSON text; names
+/// in `set` that the object lacks are added at its end. Everything else is copied as is.
+fn splice_members(
+    raw: &[u8],
+    members: &[(Cow<'_, str>, &RawValue)],
+    set: &[(&str, &[u8])],
+    out: &mut Vec<u8>,
+) {
+    let mut pos = 0;
+    for (k, v) in members {
+        if let Some((_, json)) = set.iter().find(|(name, _)| name == k) {
+            let start = offset_in(raw, v.get());
+            out.extend_from_slice(&raw[pos..start]);
+            out.extend_from_slice(json);
+            pos = start + v.get().len();
+        }
+    }
+    // The object parsed, so its last non-space byte is its closing brace.
+    let close = raw.iter().rposition(|&b| b == b'}').unwrap_or(raw.len());
+    out.extend_from_slice(&raw[pos..close]);
+    let mut empty = members.is_empty();
+    for (name, json) in set {
+        if !members.iter().any(|(k, _)| k == name) {
+            if !std::mem::take(&mut empty) {
+                out.push(b',');
+            }
+            // Writing into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *out, name);
+            out.push(b':');
+            out.extend_from_slice(json);
+        }
+    }
+    out.extend_from_slice(&raw[close..]);
+}
+
 /// Where `part`, a slice borrowed from `whole` by the parser, starts in it.
 fn offset_in(whole: &[u8], part: &str) -> usize {
     (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize)
@@ -495,26 +475,8 @@ impl<'de> Deserialize<'de> for Members<'de> {
 }
 
 /// An object key: borrowed unless it had escapes to undo.
-struct Key<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> Visitor<'de> for Visit {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-        }
-        d.deserialize_str(Visit)
-    }
-}
+#[derive(serde::Deserialize)]
+struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
 
 #[cfg(test)]
 mod tests {
@@ -603,6 +565,30 @@ mod tests {
         let fin: Value = serde_json::from_slice(&r.synthetic_finish_chunk()[6..]).unwrap();
         assert_eq!(fin["id"], "a");
         assert_eq!(fin["created"], 7);
+    }
+
+    #[test]
+    fn splicing_replaces_present_members_and_adds_missing_ones() {
+        let splice = |raw: &str, set: &[(&str, &[u8])]| {
+            let Members(m) = serde_json::from_str(raw).unwrap();
+            let mut out = Vec::new();
+            splice_members(raw.as_bytes(), &m, set, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            splice("{}", &[("a", b"1"), ("b", b"2")]),
+            r#"{"a":1,"b":2}"#
+        );
+        assert_eq!(splice(" { } ", &[("a", b"1")]), r#" { "a":1} "#);
+        assert_eq!(
+            splice(r#"{"b":[1, 2],"a" : "x"}"#, &[("a", b"null"), ("c", b"3")]),
+            r#"{"b":[1, 2],"a" : null,"c":3}"#
+        );
+        // Duplicate members are all replaced; nothing is added for them.
+        assert_eq!(
+            splice(r#"{"a":1,"a":2}"#, &[("a", b"0")]),
+            r#"{"a":0,"a":0}"#
+        );
     }
 
     #[test]
