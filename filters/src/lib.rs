@@ -14,12 +14,14 @@
 //! - [`tokens`]: the BPE tokenizer fallback when an upstream reports no usage.
 //! - [`route`]: the model catalog (pinned ids, aliases, tiers, deprecation) and route planning
 //!   over a health snapshot.
+//! - [`net`]: CIDRs of trusted proxies and the client IP behind them.
 //! - [`time`]: civil dates for the config and HTTP date headers.
 #![forbid(unsafe_code)]
 
 pub mod credits;
 pub mod error;
 pub mod keys;
+pub mod net;
 pub mod ratelimit;
 pub mod route;
 pub mod sse;
