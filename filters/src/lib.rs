@@ -6,11 +6,12 @@
 //! # Layout
 //! - [`error`]: the one error type of the gateway and its mapping to HTTP status and
 //!   `{"error":{…}}` JSON. Every error a client sees is built here.
-//! - [`validate`]: checks a chat-completions body against SPEC.md's request table and
-//!   rewrites it for an upstream (model name, `stream_options`, `max_tokens`).
+//! - [`openai`]: the OpenAI wire format. [`openai::request`] checks a chat-completions body
+//!   against SPEC.md's request table and rewrites it for an upstream (model name,
+//!   `stream_options`, `max_tokens`); [`openai::stream`] rewrites an upstream SSE stream per
+//!   chunk for the client (model name, usage chunk kept or stripped, final chunk shape) and
+//!   captures usage; [`openai::completion`] does the same for a whole reply.
 //! - [`sse`]: the incremental Server-Sent Events decoder (events split at any byte, bounded buffer).
-//! - [`stream`]: per-chunk rewriting of an upstream SSE stream for the client (model name,
-//!   usage chunk kept or stripped, final chunk shape) and usage capture.
 //! - [`tokens`]: the BPE tokenizer fallback when an upstream reports no usage.
 //! - [`route`]: the model catalog (pinned ids, aliases, tiers, deprecation) and route planning
 //!   over a health snapshot.
@@ -22,13 +23,12 @@ pub mod credits;
 pub mod error;
 pub mod keys;
 pub mod net;
+pub mod openai;
 pub mod ratelimit;
 pub mod route;
 pub mod sse;
-pub mod stream;
 pub mod time;
 pub mod tokens;
-pub mod validate;
 
 pub use error::{ErrorKind, GatewayError};
 

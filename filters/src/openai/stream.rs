@@ -7,10 +7,11 @@
 
 use std::borrow::Cow;
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde::de::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::splice::{splice_members, Members};
 use crate::Usage;
 
 /// What one upstream event means for the client.
@@ -289,77 +290,6 @@ impl StreamRewriter {
     }
 }
 
-/// Rewrites a non-streaming completion for the client: the model used, and a usage object
-/// counted by the tokenizer when the upstream omitted it. Returns the body and its usage.
-///
-/// The reply is not parsed into a tree and written again: its top-level members are located
-/// in place and the bytes are copied with `model` and `object` replaced (and `usage` added
-/// when counted), so the cost is one scan and one copy whatever the reply's size.
-pub fn rewrite_completion(
-    raw: &[u8],
-    model: &str,
-    prompt_tokens: impl FnOnce() -> u64,
-) -> Result<(Vec<u8>, Usage, bool), String> {
-    let Ok(Members(members)) = serde_json::from_slice::<Members<'_>>(raw) else {
-        return Err("upstream reply is not a JSON object".into());
-    };
-    let member = |name: &str| members.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
-    let Some(choices) = member("choices").filter(|v| v.get().starts_with('[')) else {
-        return Err("upstream reply has no choices array".into());
-    };
-    let (usage, counted) = match member("usage").and_then(|u| Usage::from_raw(u.get())) {
-        Some(u) => (u, false),
-        None => {
-            let choices: Value = serde_json::from_str(choices.get()).map_err(|e| e.to_string())?;
-            let mut text = String::new();
-            for c in choices.as_array().into_iter().flatten() {
-                if let Some(m) = c.get("message") {
-                    collect_message_text(m, &mut text);
-                }
-            }
-            let u = Usage {
-                prompt_tokens: prompt_tokens(),
-                completion_tokens: crate::tokens::count_text(&text),
-            };
-            (u, true)
-        }
-    };
-
-    let model_json = Value::String(model.into()).to_string();
-    let usage_json = usage.to_json().to_string();
-    let mut set: Vec<(&str, &[u8])> = vec![
-        ("model", model_json.as_bytes()),
-        ("object", b"\"chat.completion\""),
-    ];
-    if counted {
-        // Replaces an unusable usage (null, malformed) or adds the missing one.
-        set.push(("usage", usage_json.as_bytes()));
-    }
-    let mut out = Vec::with_capacity(raw.len() + usage_json.len() + model_json.len() + 32);
-    splice_members(raw, &members, &set, &mut out);
-    Ok((out, usage, counted))
-}
-
-fn collect_message_text(m: &Value, text: &mut String) {
-    if let Some(s) = m.get("content").and_then(Value::as_str) {
-        text.push_str(s);
-    }
-    for call in m
-        .get("tool_calls")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if let Some(f) = call.get("function") {
-            for k in ["name", "arguments"] {
-                if let Some(s) = f.get(k).and_then(Value::as_str) {
-                    text.push_str(s);
-                }
-            }
-        }
-    }
-}
-
 /// Keeps `raw` in `slot`, allocating only when it changed (the id is the same on every
 /// chunk of a stream).
 fn remember(slot: &mut Option<String>, raw: &str) {
@@ -409,74 +339,6 @@ struct FastFunction<'a> {
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(d).map(Some)
 }
-
-/// Copies the JSON object `raw`, whose top-level `members` were located by [`Members`], into
-/// `out` with the value of each member named in `set` replaced by the given JSON text; names
-/// in `set` that the object lacks are added at its end. Everything else is copied as is.
-fn splice_members(
-    raw: &[u8],
-    members: &[(Cow<'_, str>, &RawValue)],
-    set: &[(&str, &[u8])],
-    out: &mut Vec<u8>,
-) {
-    let mut pos = 0;
-    for (k, v) in members {
-        if let Some((_, json)) = set.iter().find(|(name, _)| name == k) {
-            let start = offset_in(raw, v.get());
-            out.extend_from_slice(&raw[pos..start]);
-            out.extend_from_slice(json);
-            pos = start + v.get().len();
-        }
-    }
-    // The object parsed, so its last non-space byte is its closing brace.
-    let close = raw.iter().rposition(|&b| b == b'}').unwrap_or(raw.len());
-    out.extend_from_slice(&raw[pos..close]);
-    let mut empty = members.is_empty();
-    for (name, json) in set {
-        if !members.iter().any(|(k, _)| k == name) {
-            if !std::mem::take(&mut empty) {
-                out.push(b',');
-            }
-            // Writing into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *out, name);
-            out.push(b':');
-            out.extend_from_slice(json);
-        }
-    }
-    out.extend_from_slice(&raw[close..]);
-}
-
-/// Where `part`, a slice borrowed from `whole` by the parser, starts in it.
-fn offset_in(whole: &[u8], part: &str) -> usize {
-    (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize)
-}
-
-/// The top-level members of a JSON object, keys and raw values borrowed from the input.
-struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for Members<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> Visitor<'de> for Visit {
-            type Value = Members<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
-                let mut out = Vec::with_capacity(8);
-                while let Some(Key(k)) = map.next_key()? {
-                    out.push((k, map.next_value()?));
-                }
-                Ok(Members(out))
-            }
-        }
-        d.deserialize_map(Visit)
-    }
-}
-
-/// An object key: borrowed unless it had escapes to undo.
-#[derive(serde::Deserialize)]
-struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
 
 #[cfg(test)]
 mod tests {
@@ -568,30 +430,6 @@ mod tests {
     }
 
     #[test]
-    fn splicing_replaces_present_members_and_adds_missing_ones() {
-        let splice = |raw: &str, set: &[(&str, &[u8])]| {
-            let Members(m) = serde_json::from_str(raw).unwrap();
-            let mut out = Vec::new();
-            splice_members(raw.as_bytes(), &m, set, &mut out);
-            String::from_utf8(out).unwrap()
-        };
-        assert_eq!(
-            splice("{}", &[("a", b"1"), ("b", b"2")]),
-            r#"{"a":1,"b":2}"#
-        );
-        assert_eq!(splice(" { } ", &[("a", b"1")]), r#" { "a":1} "#);
-        assert_eq!(
-            splice(r#"{"b":[1, 2],"a" : "x"}"#, &[("a", b"null"), ("c", b"3")]),
-            r#"{"b":[1, 2],"a" : null,"c":3}"#
-        );
-        // Duplicate members are all replaced; nothing is added for them.
-        assert_eq!(
-            splice(r#"{"a":1,"a":2}"#, &[("a", b"0")]),
-            r#"{"a":0,"a":0}"#
-        );
-    }
-
-    #[test]
     fn keeps_usage_chunk_when_asked() {
         let mut r = StreamRewriter::new("m", true);
         let c = emitted(r.on_event(r#"{"id":"x","created":1,"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#));
@@ -621,75 +459,5 @@ mod tests {
             r.on_event("not json"),
             StreamStep::UpstreamError(_)
         ));
-    }
-
-    #[test]
-    fn completion_rewrite_fills_usage() {
-        let raw = br#"{"id":"c","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"hello world"},"finish_reason":"stop"}]}"#;
-        let (out, usage, counted) = rewrite_completion(raw, "pinned", || 8).unwrap();
-        let v: Value = serde_json::from_slice(&out).unwrap();
-        assert!(counted);
-        assert_eq!(
-            usage,
-            Usage {
-                prompt_tokens: 8,
-                completion_tokens: 2
-            }
-        );
-        assert_eq!(v["usage"]["total_tokens"], 10);
-        assert_eq!(v["model"], "pinned");
-        assert!(rewrite_completion(b"<html>", "m", || 0).is_err());
-        assert!(rewrite_completion(b"{\"x\":1}", "m", || 0).is_err());
-        assert!(rewrite_completion(b"[1,2]", "m", || 0).is_err());
-        assert!(rewrite_completion(b"{\"choices\":{}}", "m", || 0).is_err());
-        assert!(rewrite_completion(b"{\"choices\":[]", "m", || 0).is_err());
-    }
-
-    #[test]
-    fn completion_rewrite_splices_only_model_and_object() {
-        // Everything but the two replaced values comes through byte for byte, including
-        // spacing, key order, escaped keys and numbers serde_json would print differently.
-        let raw = br#" { "id" : "c", "model":"up-\u00e9", "x\"y":1.50e0, "choices":[{"index":0,"message":{"content":"hi"}}], "object":"chat.completion", "usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4,"details":{"a":[1]}} }
-"#;
-        let (out, usage, counted) = rewrite_completion(raw, "pin\"ned", || 99).unwrap();
-        assert!(!counted);
-        assert_eq!(
-            usage,
-            Usage {
-                prompt_tokens: 3,
-                completion_tokens: 1
-            }
-        );
-        let text = String::from_utf8(out).unwrap();
-        let expected = String::from_utf8(raw.to_vec())
-            .unwrap()
-            .replace(r#""up-\u00e9""#, r#""pin\"ned""#);
-        assert_eq!(text, expected);
-        let v: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["model"], "pin\"ned");
-        assert_eq!(v["x\"y"], 1.5);
-
-        // Missing model and object are added; an unusable usage is replaced by the count.
-        let raw = br#"{"choices":[{"message":{"content":"one two three"}}],"usage":null}"#;
-        let (out, usage, counted) = rewrite_completion(raw, "m", || 5).unwrap();
-        assert!(counted);
-        assert_eq!(
-            usage,
-            Usage {
-                prompt_tokens: 5,
-                completion_tokens: 3
-            }
-        );
-        let v: Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(v["model"], "m");
-        assert_eq!(v["object"], "chat.completion");
-        assert_eq!(v["usage"]["total_tokens"], 8);
-        assert_eq!(v.as_object().unwrap().len(), 4);
-
-        // Tool-call arguments count as output when the upstream reports no usage.
-        let raw = br#"{"choices":[{"message":{"content":null,"tool_calls":[{"function":{"name":"get","arguments":"{\"a\":1}"}}]}}]}"#;
-        let (_, usage, counted) = rewrite_completion(raw, "m", || 0).unwrap();
-        assert!(counted);
-        assert!(usage.completion_tokens > 0);
     }
 }

@@ -1,0 +1,152 @@
+//! Rewriting an upstream's non-streaming chat completion for the client.
+
+use serde_json::Value;
+
+use super::splice::{splice_members, Members};
+use crate::Usage;
+
+/// Rewrites a non-streaming completion for the client: the model used, and a usage object
+/// counted by the tokenizer when the upstream omitted it. Returns the body and its usage.
+///
+/// The reply is not parsed into a tree and written again: its top-level members are located
+/// in place and the bytes are copied with `model` and `object` replaced (and `usage` added
+/// when counted), so the cost is one scan and one copy whatever the reply's size.
+pub fn rewrite_completion(
+    raw: &[u8],
+    model: &str,
+    prompt_tokens: impl FnOnce() -> u64,
+) -> Result<(Vec<u8>, Usage, bool), String> {
+    let Ok(Members(members)) = serde_json::from_slice::<Members<'_>>(raw) else {
+        return Err("upstream reply is not a JSON object".into());
+    };
+    let member = |name: &str| members.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+    let Some(choices) = member("choices").filter(|v| v.get().starts_with('[')) else {
+        return Err("upstream reply has no choices array".into());
+    };
+    let (usage, counted) = match member("usage").and_then(|u| Usage::from_raw(u.get())) {
+        Some(u) => (u, false),
+        None => {
+            let choices: Value = serde_json::from_str(choices.get()).map_err(|e| e.to_string())?;
+            let mut text = String::new();
+            for c in choices.as_array().into_iter().flatten() {
+                if let Some(m) = c.get("message") {
+                    collect_message_text(m, &mut text);
+                }
+            }
+            let u = Usage {
+                prompt_tokens: prompt_tokens(),
+                completion_tokens: crate::tokens::count_text(&text),
+            };
+            (u, true)
+        }
+    };
+
+    let model_json = Value::String(model.into()).to_string();
+    let usage_json = usage.to_json().to_string();
+    let mut set: Vec<(&str, &[u8])> = vec![
+        ("model", model_json.as_bytes()),
+        ("object", b"\"chat.completion\""),
+    ];
+    if counted {
+        // Replaces an unusable usage (null, malformed) or adds the missing one.
+        set.push(("usage", usage_json.as_bytes()));
+    }
+    let mut out = Vec::with_capacity(raw.len() + usage_json.len() + model_json.len() + 32);
+    splice_members(raw, &members, &set, &mut out);
+    Ok((out, usage, counted))
+}
+
+fn collect_message_text(m: &Value, text: &mut String) {
+    if let Some(s) = m.get("content").and_then(Value::as_str) {
+        text.push_str(s);
+    }
+    for call in m
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(f) = call.get("function") {
+            for k in ["name", "arguments"] {
+                if let Some(s) = f.get(k).and_then(Value::as_str) {
+                    text.push_str(s);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completion_rewrite_fills_usage() {
+        let raw = br#"{"id":"c","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"hello world"},"finish_reason":"stop"}]}"#;
+        let (out, usage, counted) = rewrite_completion(raw, "pinned", || 8).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert!(counted);
+        assert_eq!(
+            usage,
+            Usage {
+                prompt_tokens: 8,
+                completion_tokens: 2
+            }
+        );
+        assert_eq!(v["usage"]["total_tokens"], 10);
+        assert_eq!(v["model"], "pinned");
+        assert!(rewrite_completion(b"<html>", "m", || 0).is_err());
+        assert!(rewrite_completion(b"{\"x\":1}", "m", || 0).is_err());
+        assert!(rewrite_completion(b"[1,2]", "m", || 0).is_err());
+        assert!(rewrite_completion(b"{\"choices\":{}}", "m", || 0).is_err());
+        assert!(rewrite_completion(b"{\"choices\":[]", "m", || 0).is_err());
+    }
+
+    #[test]
+    fn completion_rewrite_splices_only_model_and_object() {
+        // Everything but the two replaced values comes through byte for byte, including
+        // spacing, key order, escaped keys and numbers serde_json would print differently.
+        let raw = br#" { "id" : "c", "model":"up-\u00e9", "x\"y":1.50e0, "choices":[{"index":0,"message":{"content":"hi"}}], "object":"chat.completion", "usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4,"details":{"a":[1]}} }
+"#;
+        let (out, usage, counted) = rewrite_completion(raw, "pin\"ned", || 99).unwrap();
+        assert!(!counted);
+        assert_eq!(
+            usage,
+            Usage {
+                prompt_tokens: 3,
+                completion_tokens: 1
+            }
+        );
+        let text = String::from_utf8(out).unwrap();
+        let expected = String::from_utf8(raw.to_vec())
+            .unwrap()
+            .replace(r#""up-\u00e9""#, r#""pin\"ned""#);
+        assert_eq!(text, expected);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["model"], "pin\"ned");
+        assert_eq!(v["x\"y"], 1.5);
+
+        // Missing model and object are added; an unusable usage is replaced by the count.
+        let raw = br#"{"choices":[{"message":{"content":"one two three"}}],"usage":null}"#;
+        let (out, usage, counted) = rewrite_completion(raw, "m", || 5).unwrap();
+        assert!(counted);
+        assert_eq!(
+            usage,
+            Usage {
+                prompt_tokens: 5,
+                completion_tokens: 3
+            }
+        );
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["model"], "m");
+        assert_eq!(v["object"], "chat.completion");
+        assert_eq!(v["usage"]["total_tokens"], 8);
+        assert_eq!(v.as_object().unwrap().len(), 4);
+
+        // Tool-call arguments count as output when the upstream reports no usage.
+        let raw = br#"{"choices":[{"message":{"content":null,"tool_calls":[{"function":{"name":"get","arguments":"{\"a\":1}"}}]}}]}"#;
+        let (_, usage, counted) = rewrite_completion(raw, "m", || 0).unwrap();
+        assert!(counted);
+        assert!(usage.completion_tokens > 0);
+    }
+}
