@@ -1,5 +1,6 @@
-//! Rate-limit windows: a sliding log per window, checked and counted atomically across every
-//! window of a plan (hourly and daily).
+//! Rate-limit windows: a plan's limits as windows, a sliding log per window checked and counted
+//! atomically across every window of a plan (hourly and daily), and the reset time as the
+//! `X-RateLimit-Reset-Requests` header writes it.
 //!
 //! A sliding log admits at most `limit` requests in *any* window-long interval, exactly, so
 //! there is no burst of twice the limit at a fixed window's edge (the fixed-window flaw) and no
@@ -18,6 +19,44 @@ pub struct Window {
 
 pub const HOUR_MS: i64 = 3_600_000;
 pub const DAY_MS: i64 = 86_400_000;
+
+/// The request limits of a billing plan, per hour and per day; `None` is no limit for that
+/// window. Which numbers a plan name has is the config's business; this is what they mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PlanLimits {
+    pub per_hour: Option<u64>,
+    pub per_day: Option<u64>,
+}
+
+impl PlanLimits {
+    /// These limits with an account's overrides applied: a positive override wins over the
+    /// plan's number; zero, a negative number or `None` leaves it.
+    pub fn with_overrides(self, per_hour: Option<i64>, per_day: Option<i64>) -> PlanLimits {
+        let positive = |o: Option<i64>| o.filter(|n| *n > 0).map(|n| n as u64);
+        PlanLimits {
+            per_hour: positive(per_hour).or(self.per_hour),
+            per_day: positive(per_day).or(self.per_day),
+        }
+    }
+
+    /// The windows to check: the hour's, then the day's, each only when it is set.
+    pub fn windows(&self) -> Vec<Window> {
+        let mut out = Vec::with_capacity(2);
+        if let Some(limit) = self.per_hour {
+            out.push(Window {
+                window_ms: HOUR_MS,
+                limit,
+            });
+        }
+        if let Some(limit) = self.per_day {
+            out.push(Window {
+                window_ms: DAY_MS,
+                limit,
+            });
+        }
+        out
+    }
+}
 
 /// The outcome of one check, with what the `X-RateLimit-*` headers report: the window with the
 /// fewest requests left.
@@ -94,6 +133,20 @@ pub fn check_and_count(logs: &mut [&mut VecDeque<i64>], windows: &[Window], now:
     }
 }
 
+/// `X-RateLimit-Reset-Requests` in OpenAI's style: `1h2m3s`, `45s`, `0.5s`.
+pub fn format_reset(ms: i64) -> String {
+    let ms = ms.max(0);
+    if ms < 1000 {
+        return format!("{}s", (ms as f64 / 1000.0 * 10.0).ceil() / 10.0);
+    }
+    let s = (ms + 999) / 1000;
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, m, s) => format!("{h}h{m}m{s}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +202,49 @@ mod tests {
         assert!(!dec.admitted);
         assert_eq!(dec.retry_ms, DAY_MS - 2);
         assert_eq!(h.len(), 2);
+    }
+
+    #[test]
+    fn plan_windows_and_overrides() {
+        let free = PlanLimits {
+            per_hour: Some(120),
+            per_day: Some(500),
+        };
+        assert_eq!(free.windows(), vec![w(HOUR_MS, 120), w(DAY_MS, 500)]);
+        let pro = PlanLimits {
+            per_hour: Some(7_200),
+            per_day: None,
+        };
+        assert_eq!(pro.windows(), vec![w(HOUR_MS, 7_200)]);
+        let day_only = PlanLimits {
+            per_hour: None,
+            per_day: Some(9),
+        };
+        assert_eq!(day_only.windows(), vec![w(DAY_MS, 9)]);
+        let business = PlanLimits::default();
+        assert!(business.windows().is_empty());
+        assert_eq!(
+            business.with_overrides(Some(50_000), None).windows(),
+            vec![w(HOUR_MS, 50_000)]
+        );
+        assert_eq!(free.with_overrides(Some(5), None).windows()[0].limit, 5);
+        assert_eq!(
+            free.with_overrides(None, Some(7)),
+            PlanLimits {
+                per_hour: Some(120),
+                per_day: Some(7)
+            }
+        );
+        // Zero and negative overrides leave the plan's numbers.
+        assert_eq!(free.with_overrides(Some(0), Some(-1)), free);
+        assert_eq!(business.with_overrides(Some(-5), Some(0)), business);
+    }
+
+    #[test]
+    fn reset_format() {
+        assert_eq!(format_reset(3_723_000), "1h2m3s");
+        assert_eq!(format_reset(45_000), "45s");
+        assert_eq!(format_reset(61_000), "1m1s");
+        assert_eq!(format_reset(500), "0.5s");
     }
 }
