@@ -1,9 +1,9 @@
-//! The model catalog and route planning (SPEC.md, Versioning; DESIGN.md, Routing).
+//! The model catalog and route candidates (SPEC.md, Versioning; DESIGN.md, Routing).
 //!
-//! A request names a pinned id, an alias or a tier. The plan is the ordered list of models to
-//! try: the named model, then the rest of its tier in config order, then every model of a
-//! self-hosted provider. Models whose provider has no usable endpoint are left out; which
-//! providers are usable is the caller's health snapshot, so planning stays pure.
+//! A request names a pinned id, an alias or a tier. Its candidates are the ordered list of
+//! models to try: the named model, then the rest of its tier in config order, then every model
+//! of a self-hosted provider. Models whose provider has no usable endpoint are left out; which
+//! providers are usable is the caller's health snapshot, so choosing candidates stays pure.
 
 use std::collections::HashMap;
 
@@ -182,7 +182,7 @@ impl Catalog {
 
     /// The ordered candidates for a resolution. `usable` says whether a model's provider has
     /// an endpoint that is healthy and not ejected; `guest_only` keeps only guest models.
-    pub fn plan(
+    pub fn candidates(
         &self,
         target: Target,
         now: i64,
@@ -267,29 +267,34 @@ mod tests {
     }
 
     #[test]
-    fn plan_order_tier_then_self_hosted() {
+    fn candidates_in_order_tier_then_self_hosted() {
         let c = catalog();
         let all = |_: &ModelSpec| true;
-        assert_eq!(c.plan(Target::Model(1), 0, false, all), vec![1, 0, 4, 3]);
-        assert_eq!(c.plan(Target::Model(2), 0, false, all), vec![2, 3]);
         assert_eq!(
-            c.plan(Target::Tier(Tier::Economy), 0, false, all),
+            c.candidates(Target::Model(1), 0, false, all),
+            vec![1, 0, 4, 3]
+        );
+        assert_eq!(c.candidates(Target::Model(2), 0, false, all), vec![2, 3]);
+        assert_eq!(
+            c.candidates(Target::Tier(Tier::Economy), 0, false, all),
             vec![0, 1, 4, 3]
         );
         // Unusable providers are skipped.
         assert_eq!(
-            c.plan(Target::Model(0), 0, false, |m: &ModelSpec| m.provider
+            c.candidates(Target::Model(0), 0, false, |m: &ModelSpec| m.provider
                 != "a"),
             vec![1, 3]
         );
         // Retired models leave the tier.
         let later = 1000 + MIN_NOTICE_SECS;
         assert_eq!(
-            c.plan(Target::Tier(Tier::Economy), later, false, all),
+            c.candidates(Target::Tier(Tier::Economy), later, false, all),
             vec![0, 1, 3]
         );
         // Guests only see guest models.
-        assert!(c.plan(Target::Tier(Tier::Economy), 0, true, all).is_empty());
+        assert!(c
+            .candidates(Target::Tier(Tier::Economy), 0, true, all)
+            .is_empty());
     }
 
     #[test]
