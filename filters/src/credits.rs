@@ -45,9 +45,10 @@ pub fn from_credits(c: f64) -> Option<i64> {
     (c.is_finite() && c.abs() <= 1e12).then(|| (c * MICROS_PER_CREDIT as f64).round() as i64)
 }
 
-/// What to hold before forwarding a request.
+/// How much to hold before forwarding a request: what the client wants, and the least that
+/// still serves it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HoldPlan {
+pub struct HoldSize {
     /// The most the prompt can cost.
     pub prompt_cost: i64,
     /// The cost of the full `max_tokens` the client allowed.
@@ -58,14 +59,14 @@ pub struct HoldPlan {
     pub output_per_1k: u64,
 }
 
-/// Plans the hold from an estimated prompt size and the highest rates among the route's
+/// Sizes the hold from an estimated prompt size and the highest rates among the route's
 /// candidates (the model that ends up serving the request may be any of them).
-pub fn plan_hold(
+pub fn size_hold(
     prompt_tokens: u64,
     max_tokens: u64,
     input_per_1k: u64,
     output_per_1k: u64,
-) -> HoldPlan {
+) -> HoldSize {
     let prompt_cost = cost(
         Usage {
             prompt_tokens,
@@ -84,7 +85,7 @@ pub fn plan_hold(
             output_per_1k,
         )
     };
-    HoldPlan {
+    HoldSize {
         prompt_cost,
         wanted: prompt_cost.saturating_add(out(max_tokens)),
         minimum: prompt_cost.saturating_add(out(1)),
@@ -92,7 +93,7 @@ pub fn plan_hold(
     }
 }
 
-impl HoldPlan {
+impl HoldSize {
     /// How many output tokens a granted hold pays for (at least 1 when `held >= minimum`).
     pub fn affordable_tokens(&self, held: i64, max_tokens: u64) -> u64 {
         if self.output_per_1k == 0 {
@@ -165,16 +166,16 @@ mod tests {
     }
 
     #[test]
-    fn hold_plan_and_affordable_tokens() {
-        let p = plan_hold(10, 100, 1_000_000, 2_000_000);
-        assert_eq!(p.prompt_cost, 10_000);
-        assert_eq!(p.wanted, 10_000 + 200_000);
-        assert_eq!(p.minimum, 12_000);
-        assert_eq!(p.affordable_tokens(p.wanted, 100), 100);
-        assert_eq!(p.affordable_tokens(50_000, 100), 20);
-        assert_eq!(p.affordable_tokens(12_000, 100), 1);
-        assert_eq!(p.affordable_tokens(11_999, 100), 0);
-        let free = plan_hold(10, 100, 0, 0);
+    fn hold_size_and_affordable_tokens() {
+        let h = size_hold(10, 100, 1_000_000, 2_000_000);
+        assert_eq!(h.prompt_cost, 10_000);
+        assert_eq!(h.wanted, 10_000 + 200_000);
+        assert_eq!(h.minimum, 12_000);
+        assert_eq!(h.affordable_tokens(h.wanted, 100), 100);
+        assert_eq!(h.affordable_tokens(50_000, 100), 20);
+        assert_eq!(h.affordable_tokens(12_000, 100), 1);
+        assert_eq!(h.affordable_tokens(11_999, 100), 0);
+        let free = size_hold(10, 100, 0, 0);
         assert_eq!((free.wanted, free.minimum), (0, 0));
         assert_eq!(free.affordable_tokens(0, 100), 100);
     }
