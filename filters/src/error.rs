@@ -113,29 +113,45 @@ impl std::error::Error for GatewayError {}
 mod tests {
     use super::*;
 
+    /// Rows of `(kind, status, error.type)`. The kinds of the rows also make a match with no
+    /// wildcard, so a kind added to [`ErrorKind`] without a row here does not compile, and a
+    /// kind listed twice is an unreachable pattern.
+    macro_rules! spec_table {
+        (
+            $($kind:ident $({ $($field:ident: $value:expr),* })? => $status:literal $ty:literal,)*
+        ) => {{
+            #[deny(unreachable_patterns)]
+            fn _every_kind_has_one_row(kind: &ErrorKind) {
+                match kind {
+                    $(ErrorKind::$kind { .. } => {})*
+                }
+            }
+            [$((ErrorKind::$kind $({ $($field: $value),* })?, $status, $ty)),*]
+        }};
+    }
+
     #[test]
     fn every_kind_maps_to_spec_status_and_type() {
-        let cases = [
-            (ErrorKind::InvalidRequest, 400, "invalid_request"),
-            (ErrorKind::Authentication, 401, "authentication_error"),
-            (ErrorKind::InsufficientCredits, 402, "insufficient_credits"),
-            (ErrorKind::ModelNotFound, 404, "model_not_found"),
-            (
-                ErrorKind::RateLimited { retry_after: 3 },
-                429,
-                "rate_limit_exceeded",
-            ),
-            (ErrorKind::Internal, 500, "internal_error"),
-            (ErrorKind::Upstream, 502, "upstream_error"),
-            (ErrorKind::ServiceUnavailable, 503, "service_unavailable"),
-        ];
-        for (kind, status, ty) in cases {
-            let e = GatewayError::new(kind, "m");
+        let rows = spec_table! {
+            InvalidRequest => 400 "invalid_request",
+            Authentication => 401 "authentication_error",
+            InsufficientCredits => 402 "insufficient_credits",
+            ModelNotFound => 404 "model_not_found",
+            NotFound => 404 "not_found",
+            MethodNotAllowed => 405 "invalid_request",
+            Conflict => 409 "conflict",
+            RateLimited { retry_after: 3 } => 429 "rate_limit_exceeded",
+            Internal => 500 "internal_error",
+            Upstream => 502 "upstream_error",
+            ServiceUnavailable => 503 "service_unavailable",
+        };
+        for (kind, status, ty) in rows {
+            let e = GatewayError::new(kind.clone(), "m");
             let v = e.to_value();
-            assert_eq!(e.status(), status);
-            assert_eq!(v["error"]["type"], ty);
-            assert_eq!(v["error"]["code"], status);
-            assert_eq!(v["error"]["message"], "m");
+            assert_eq!(e.status(), status, "{kind:?}");
+            assert_eq!(v["error"]["type"], ty, "{kind:?}");
+            assert_eq!(v["error"]["code"], status, "{kind:?}");
+            assert_eq!(v["error"]["message"], "m", "{kind:?}");
         }
     }
 
