@@ -4,19 +4,28 @@
 //! depends on Pingora, sqlx or redis, so every rule can be unit-tested and benched alone.
 //!
 //! # Layout
+//! In the order a chat request meets them:
+//! - [`net`]: CIDRs of trusted proxies and the client IP behind them (a guest's identity).
+//! - [`keys`]: API key format, hashing and constant-time comparison.
+//! - [`ratelimit`]: a plan's limits as windows, the sliding-log check across them, and the
+//!   reset time as the `X-RateLimit-Reset-Requests` header writes it.
+//! - [`openai`]: the OpenAI chat-completions wire format:
+//!   - [`openai::request`] checks a chat-completions body against SPEC.md's request table and
+//!     rewrites it for an upstream (model name, `stream_options`, `max_tokens`);
+//!   - [`openai::stream`] rewrites an upstream SSE stream per event for the client (model name,
+//!     usage chunk kept or stripped, final chunk shape) and captures usage;
+//!   - [`openai::completion`] does the same for a whole reply; both copy bytes through one
+//!     member splicer (`openai/splice.rs`).
+//! - [`route`]: the model catalog (pinned ids, aliases, tiers, deprecation) and the ordered
+//!   route candidates over a health snapshot.
+//! - [`credits`]: integer micro-credit arithmetic: the hold's size before forwarding, the cost
+//!   at settlement.
+//! - [`sse`]: the incremental Server-Sent Events decoder (events split at any byte, bounded
+//!   buffer) that feeds [`openai::stream`].
+//! - [`tokens`]: the BPE tokenizer fallback when an upstream reports no usage.
 //! - [`error`]: the one error type of the gateway and its mapping to HTTP status and
 //!   `{"error":{…}}` JSON. Every error a client sees is built here.
-//! - [`openai`]: the OpenAI wire format. [`openai::request`] checks a chat-completions body
-//!   against SPEC.md's request table and rewrites it for an upstream (model name,
-//!   `stream_options`, `max_tokens`); [`openai::stream`] rewrites an upstream SSE stream per
-//!   chunk for the client (model name, usage chunk kept or stripped, final chunk shape) and
-//!   captures usage; [`openai::completion`] does the same for a whole reply.
-//! - [`sse`]: the incremental Server-Sent Events decoder (events split at any byte, bounded buffer).
-//! - [`tokens`]: the BPE tokenizer fallback when an upstream reports no usage.
-//! - [`route`]: the model catalog (pinned ids, aliases, tiers, deprecation) and route planning
-//!   over a health snapshot.
-//! - [`net`]: CIDRs of trusted proxies and the client IP behind them.
-//! - [`time`]: civil dates for the config and HTTP date headers.
+//! - [`time`]: civil dates for the config and HTTP date headers (`Sunset`).
 #![forbid(unsafe_code)]
 
 pub mod credits;
