@@ -1,14 +1,14 @@
 //! Criterion benches of the I/O-free pipeline: SSE decoding (MB/s with realistic chunk
-//! sizes), stream rewriting, request validation and rewrite, route planning, tokenizer
+//! sizes), stream rewriting, request validation and rewrite, route candidates, tokenizer
 //! fallback.
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use serde_json::json;
+use tollgate_filters::openai::request::{parse_chat_request, upstream_body};
+use tollgate_filters::openai::stream::{StreamRewriter, StreamStep};
 use tollgate_filters::route::{Catalog, ModelSpec, Target, Tier};
 use tollgate_filters::sse::SseDecoder;
-use tollgate_filters::stream::{StreamRewriter, StreamStep};
 use tollgate_filters::tokens;
-use tollgate_filters::validate::{parse_chat_request, upstream_body};
 
 fn sse_stream(chunks: usize) -> Vec<u8> {
     let mut s = String::new();
@@ -109,11 +109,11 @@ fn bench_route(c: &mut Criterion) {
     c.bench_function("route_resolve_and_plan_30_models", |b| {
         b.iter(|| {
             let r = cat.resolve(black_box("alias"), 1_800_000_000).unwrap();
-            black_box(cat.plan(r.target, 1_800_000_000, false, |m| m.provider != "p2"))
+            black_box(cat.candidates(r.target, 1_800_000_000, false, |m| m.provider != "p2"))
         })
     });
     c.bench_function("route_plan_tier", |b| {
-        b.iter(|| black_box(cat.plan(Target::Tier(Tier::Normal), 0, false, |_| true)))
+        b.iter(|| black_box(cat.candidates(Target::Tier(Tier::Normal), 0, false, |_| true)))
     });
 }
 
