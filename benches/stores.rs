@@ -4,8 +4,8 @@
 //! `TOLLGATE_BENCH_REDIS_URL` names one, in Redis (one Lua script round trip).
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use tollgate::store::{Ledger, Settlement};
-use tollgate_filters::credits::plan_hold;
+use tollgate::ledger::{Ledger, Settlement};
+use tollgate_filters::credits::size_hold;
 
 fn ledgers(rt: &tokio::runtime::Runtime) -> Vec<(String, Ledger)> {
     let dir = std::env::temp_dir().join(format!("tollgate-bench-{}", std::process::id()));
@@ -37,7 +37,7 @@ fn bench_ledger(c: &mut Criterion) {
         let user = format!("usr_bench_{}_{name}", std::process::id());
         rt.block_on(ledger.create_account(&user, None, None, i64::MAX / 4, None, 0))
             .unwrap();
-        let plan = plan_hold(500, 256, 1_000_000, 2_000_000);
+        let plan = size_hold(500, 256, 1_000_000, 2_000_000);
         let mut n = 0u64;
         c.bench_function(&format!("ledger_hold_and_settle/{name}"), |b| {
             b.iter(|| {
@@ -84,7 +84,8 @@ fn bench_ledger(c: &mut Criterion) {
 }
 
 fn bench_limiter(c: &mut Criterion) {
-    use tollgate::limits::{FailureMode, Limiter};
+    use tollgate::config::FailureMode;
+    use tollgate::limits::Limiter;
     use tollgate_filters::ratelimit::{Window, DAY_MS, HOUR_MS};
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -104,11 +105,9 @@ fn bench_limiter(c: &mut Criterion) {
         },
     ];
     let local = Limiter::new(
-        false,
+        None,
         FailureMode::FailOpen,
         std::time::Duration::from_secs(1),
-        "bench".into(),
-        0,
     );
     let mut n = 0u64;
     c.bench_function("limiter_check/in_process", |b| {
@@ -129,18 +128,18 @@ fn bench_limiter(c: &mut Criterion) {
         ("limiter_check/redis_leased_64", 64, 1),
     ] {
         let redis = Limiter::new(
-            true,
+            Some((format!("bench{}{lease}", std::process::id()), lease)),
             FailureMode::FailClosed,
             std::time::Duration::from_secs(1),
-            format!("bench{}{lease}", std::process::id()),
-            lease,
         );
         let conn = rt.block_on(async {
             redis::aio::ConnectionManager::new(redis::Client::open(url.as_str()).unwrap())
                 .await
                 .unwrap()
         });
-        let _ = redis.redis.set(conn);
+        if let Some(counter) = &redis.redis {
+            counter.connected(conn);
+        }
         c.bench_function(name, |b| {
             b.iter(|| {
                 n += 1;

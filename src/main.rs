@@ -60,8 +60,8 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            let listen = config.listen;
-            let server = match tollgate::services::build_server(config, path) {
+            let listen = config.server.listen;
+            let server = match tollgate::server::build_server(config, path) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("cannot start: {e}");

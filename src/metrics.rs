@@ -1,15 +1,7 @@
-//! Prometheus metrics, served on `server.metrics_listen` at `/metrics`.
+//! The Prometheus registry and every metric the gateway records (a leaf: it imports nothing
+//! of the crate). `server.rs` serves it on `server.metrics_listen` at `/metrics`.
 
-use async_trait::async_trait;
-use http::Response;
-use pingora::apps::http_app::ServeHttp;
-use pingora::protocols::http::ServerSession;
-use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
-};
-use std::sync::Arc;
-
-use crate::state::Shared;
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
 pub struct Metrics {
     pub registry: Registry,
@@ -145,33 +137,5 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-/// The `/metrics` endpoint.
-pub struct MetricsApp(pub Arc<Shared>);
-
-#[async_trait]
-impl ServeHttp for MetricsApp {
-    async fn response(&self, _session: &mut ServerSession) -> Response<Vec<u8>> {
-        let rt = self.0.runtime.load();
-        for (name, pool) in &rt.pools {
-            for (ep, ok) in pool.endpoint_health() {
-                self.0
-                    .metrics
-                    .upstream_healthy
-                    .with_label_values(&[name, &ep])
-                    .set(ok as i64);
-            }
-        }
-        let mut buf = Vec::new();
-        let encoded = TextEncoder::new().encode(&self.0.metrics.registry.gather(), &mut buf);
-        let status = if encoded.is_ok() { 200 } else { 500 };
-        Response::builder()
-            .status(status)
-            .header("Content-Type", "text/plain; version=0.0.4")
-            .header("Content-Length", buf.len())
-            .body(buf)
-            .unwrap_or_default()
     }
 }

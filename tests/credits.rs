@@ -609,12 +609,12 @@ async fn a_stopped_instance_returns_its_lease_at_once() {
 fn lease_round<'a>(
     lease: &'a str,
     account: &'a str,
-    rows: &'a [(tollgate::store::Settlement, i64)],
+    rows: &'a [(tollgate::ledger::Settlement, i64)],
     topup: i64,
     give_back: i64,
     release: bool,
-) -> tollgate::store::LeaseRound<'a> {
-    tollgate::store::LeaseRound {
+) -> tollgate::ledger::LeaseRound<'a> {
+    tollgate::ledger::LeaseRound {
         lease_id: lease,
         account_id: account,
         rows,
@@ -633,8 +633,8 @@ const LEASE_EXPIRY: i64 = 1 << 50;
 /// refunded has its batch charged to the balance (clamped), once.
 #[tokio::test]
 async fn lease_rounds_are_idempotent_and_survive_a_reaped_lease() {
-    use tollgate::store::{Ledger, Settlement};
-    use tollgate_filters::credits::HoldPlan;
+    use tollgate::ledger::{Ledger, Settlement};
+    use tollgate_filters::credits::HoldSize;
     let dir = temp_dir();
     let ledger = Ledger::connect(&database_url(&dir)).await.unwrap();
     let account = format!("usr_{}", unique_email().replace(['@', '.', '+'], "_"));
@@ -644,7 +644,7 @@ async fn lease_rounds_are_idempotent_and_survive_a_reaped_lease() {
         .unwrap()
         .unwrap();
     let lease = format!("lease_test_{account}");
-    let plan = HoldPlan {
+    let plan = HoldSize {
         prompt_cost: 0,
         wanted: 100_000,
         minimum: 400_000,
@@ -710,7 +710,7 @@ async fn lease_rounds_are_idempotent_and_survive_a_reaped_lease() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    let expire = tollgate::store::LeaseRound {
+    let expire = tollgate::ledger::LeaseRound {
         expires_at: now - 1,
         ..r(&[], 0, 0, false)
     };

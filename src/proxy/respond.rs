@@ -6,7 +6,7 @@ use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 use tollgate_filters::GatewayError;
 
-use super::RequestCtx;
+use super::ctx::RequestCtx;
 
 /// Headers added to a response beyond the defaults.
 pub type Extra<'a> = &'a [(&'static str, String)];
@@ -64,7 +64,12 @@ pub async fn json(
     send(session, ctx, status, "application/json", bytes, extra).await;
 }
 
+/// Answers an error with its `{"error":{…}}` body. After a 400, 404 or 405 the request body
+/// may not have been read, so the connection is not reused.
 pub async fn error(session: &mut Session, ctx: &mut RequestCtx, err: &GatewayError) {
+    if matches!(err.status(), 400 | 404 | 405) {
+        session.set_keepalive(None);
+    }
     let mut extra: Vec<(&'static str, String)> = Vec::new();
     if let Some(r) = err.retry_after() {
         extra.push(("Retry-After", r.to_string()));

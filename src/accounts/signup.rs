@@ -1,0 +1,177 @@
+//! Signup, login, logout and `me` (`/api/v1/auth/*`): accounts and dashboard sessions.
+
+use pingora::proxy::Session;
+use serde_json::json;
+use tollgate_filters::{ErrorKind, GatewayError};
+
+use super::{
+    account_json, keys, passwords, random_id, MAX_ACCOUNT_BODY, SESSION_COOKIE, SESSION_TTL_SECS,
+};
+use crate::proxy::body;
+use crate::proxy::caller::{self, Caller};
+use crate::proxy::ctx::RequestCtx;
+use crate::proxy::respond;
+use crate::runtime::Shared;
+
+fn normalise_email(raw: &str) -> Result<String, GatewayError> {
+    let e = raw.trim().to_lowercase();
+    let bad = || GatewayError::invalid("email: must be an e-mail address like name@example.com");
+    let (local, domain) = e.split_once('@').ok_or_else(bad)?;
+    let ok = !local.is_empty()
+        && e.len() <= 254
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && !domain.contains('@')
+        && !e.chars().any(|c| c.is_whitespace() || c.is_control());
+    if ok {
+        Ok(e)
+    } else {
+        Err(bad())
+    }
+}
+
+fn check_password(p: &str) -> Result<(), GatewayError> {
+    if p.chars().count() < 8 {
+        return Err(GatewayError::invalid(
+            "password: must be at least 8 characters",
+        ));
+    }
+    if p.len() > 1024 {
+        return Err(GatewayError::invalid(
+            "password: must be at most 1024 bytes",
+        ));
+    }
+    Ok(())
+}
+
+pub async fn signup(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<(), GatewayError> {
+    let ledger = shared.ledger()?;
+    let m = body::json_object(session, MAX_ACCOUNT_BODY).await?;
+    let email = normalise_email(body::string(&m, "email")?)?;
+    let password = body::string(&m, "password")?;
+    check_password(password)?;
+    let hash = passwords::hash_password(password)?;
+    let user_id = format!("usr_{}", random_id(16)?);
+    let (secret, key) = keys::new_key("default")?;
+    let now = crate::clock::now_ms();
+    let Some(account) = ledger
+        .create_account(
+            &user_id,
+            Some(&email),
+            Some(&hash),
+            shared.runtime.load().config.plans.signup_grant(),
+            Some(&key),
+            now,
+        )
+        .await?
+    else {
+        return Err(GatewayError::new(
+            ErrorKind::Conflict,
+            "email: an account with this e-mail exists",
+        ));
+    };
+    let mut v = account_json(&account);
+    v["api_key"] = secret.into();
+    v["key_id"] = key.id.into();
+    respond::json(session, ctx, 201, &v, &[]).await;
+    Ok(())
+}
+
+pub async fn login(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<(), GatewayError> {
+    let ledger = shared.ledger()?;
+    let m = body::json_object(session, MAX_ACCOUNT_BODY).await?;
+    let email = normalise_email(body::string(&m, "email")?)?;
+    let password = body::string(&m, "password")?;
+    let ip = caller::client_ip(
+        session,
+        &shared.runtime.load().config.server.trusted_proxies,
+    );
+    shared.throttle.check(&email, ip)?;
+    let found = ledger.login_lookup(&email).await?;
+    let ok = match &found {
+        Some((_, Some(h))) => passwords::verify_password(password, h),
+        _ => {
+            // Spend the same time as a real check so unknown e-mails are not revealed by timing.
+            let _ = passwords::verify_password(password, passwords::dummy_hash());
+            false
+        }
+    };
+    let Some((user_id, _)) = found.filter(|_| ok) else {
+        shared.throttle.failed(&email, ip);
+        return Err(GatewayError::new(
+            ErrorKind::Authentication,
+            "wrong e-mail or password",
+        ));
+    };
+    shared.throttle.succeeded(&email);
+    let sid = random_id(43)?;
+    let expires = crate::clock::now_ms() + SESSION_TTL_SECS * 1000;
+    ledger
+        .create_session(&tollgate_filters::keys::hash(&sid), &user_id, expires)
+        .await?;
+    let cookie = format!(
+        "{SESSION_COOKIE}={sid}; Path=/; HttpOnly; SameSite=Strict; Max-Age={SESSION_TTL_SECS}"
+    );
+    respond::json(
+        session,
+        ctx,
+        200,
+        &json!({"user_id": user_id, "email": email}),
+        &[("Set-Cookie", cookie)],
+    )
+    .await;
+    Ok(())
+}
+
+pub async fn logout(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<(), GatewayError> {
+    let ledger = shared.ledger()?;
+    if let Some(sid) = caller::session_cookie(session) {
+        ledger
+            .delete_session(&tollgate_filters::keys::hash(&sid))
+            .await?;
+    }
+    let clear = format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    respond::json(
+        session,
+        ctx,
+        200,
+        &json!({"logged_out": true}),
+        &[("Set-Cookie", clear)],
+    )
+    .await;
+    Ok(())
+}
+
+pub async fn me(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    caller: &Caller,
+) -> Result<(), GatewayError> {
+    let account_id = caller.account()?;
+    let ledger = shared.ledger()?;
+    // This instance's leased settlements written first, its lease's unheld part shown.
+    let round = shared.leases.flush(ledger, account_id).await?;
+    let mut a = ledger.account(account_id).await?.ok_or_else(gone)?;
+    a.balance += shared.leases.available(account_id);
+    drop(round);
+    respond::json(session, ctx, 200, &account_json(&a), &[]).await;
+    Ok(())
+}
+
+fn gone() -> GatewayError {
+    GatewayError::new(ErrorKind::Authentication, "the account no longer exists")
+}

@@ -1,0 +1,40 @@
+//! Connecting the ledger store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use pingora::server::ShutdownWatch;
+use pingora::services::background::BackgroundService;
+
+use crate::runtime::Shared;
+
+/// Connects the ledger store inside Pingora's long-lived runtime (retrying until it answers)
+/// and publishes it to the request path.
+pub struct LedgerService(pub Arc<Shared>);
+
+#[async_trait]
+impl BackgroundService for LedgerService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let url = self.0.storage.database_url.clone();
+        let mut wait = Duration::from_millis(200);
+        let ledger = loop {
+            match crate::ledger::Ledger::connect(&url).await {
+                Ok(l) => break l,
+                Err(e) => {
+                    tracing::error!("ledger store unreachable, retrying in {wait:?}: {e}");
+                    tokio::select! {
+                        _ = shutdown.changed() => return,
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
+            }
+        };
+        tracing::info!(
+            backend = ledger.backend(),
+            "ledger store connected and migrated"
+        );
+        let _ = self.0.ledger.set(ledger);
+    }
+}

@@ -1,0 +1,31 @@
+//! The background services, one file each, all on Pingora's long-lived runtimes (the sqlx and
+//! redis pools must be created inside one): connecting the ledger ([`ledger`]) and the counter
+//! store ([`counters`]), health checks ([`health`]), the SIGHUP reload ([`reload`]), the
+//! credit-lease rounds ([`leases`]) and the hold reaper ([`reaper`]).
+
+pub mod counters;
+pub mod health;
+pub mod leases;
+pub mod ledger;
+pub mod reaper;
+pub mod reload;
+
+use std::time::Duration;
+
+use pingora::server::ShutdownWatch;
+
+use crate::ledger::Ledger;
+use crate::runtime::Shared;
+
+/// Waits until the ledger service has connected; `None` when the process stops first.
+async fn ledger_when_connected(shared: &Shared, shutdown: &mut ShutdownWatch) -> Option<Ledger> {
+    loop {
+        if let Some(l) = shared.ledger.get() {
+            return Some(l.clone());
+        }
+        tokio::select! {
+            _ = shutdown.changed() => return None,
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+    }
+}

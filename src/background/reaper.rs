@@ -1,0 +1,37 @@
+//! The hold reaper.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use pingora::server::ShutdownWatch;
+use pingora::services::background::BackgroundService;
+
+use crate::runtime::Shared;
+
+/// Refunds credit holds past their expiry (left by an instance that stopped mid-request) on
+/// an interval, once the ledger is connected.
+pub struct ReaperService(pub Arc<Shared>);
+
+#[async_trait]
+impl BackgroundService for ReaperService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let Some(ledger) = super::ledger_when_connected(&self.0, &mut shutdown).await else {
+            return;
+        };
+        let every = self.0.storage.hold_reap_interval;
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            match ledger.release_expired_holds(crate::clock::now_ms()).await {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    released = n,
+                    "refunded expired credit holds (an instance stopped mid-request)"
+                ),
+                Err(e) => tracing::error!("could not release expired holds: {e}"),
+            }
+        }
+    }
+}

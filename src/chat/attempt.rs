@@ -1,0 +1,223 @@
+//! One attempt: one candidate model on one endpoint of its pool. Take a pooled connection from
+//! Pingora's connector, write the rewritten request, read the response head, and either fail
+//! over (connect error, timeout, 5xx, 429), hand a 400-class rejection to the client, or serve
+//! the reply (JSON here; streams in `stream.rs`).
+
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use pingora::http::RequestHeader;
+use pingora::protocols::http::client::HttpSession;
+use pingora::proxy::Session;
+use pingora::upstreams::peer::HttpPeer;
+use tollgate_filters::openai::completion::rewrite_completion;
+use tollgate_filters::openai::request::ChatRequest;
+use tollgate_filters::route::ModelSpec;
+use tollgate_filters::{tokens, GatewayError};
+
+use super::settle::settle;
+use crate::config::Timeouts;
+use crate::proxy::ctx::RequestCtx;
+use crate::proxy::respond;
+use crate::runtime::Shared;
+use crate::upstream::{provider, Endpoint, Pool};
+
+/// Largest non-streaming reply the gateway will buffer from an upstream.
+const MAX_UPSTREAM_JSON: usize = 32 * 1024 * 1024;
+
+/// Why one attempt did not produce a response.
+pub enum AttemptError {
+    /// Nothing reached the client: try the next endpoint or candidate.
+    Failover {
+        reason: &'static str,
+        detail: String,
+    },
+    /// The upstream refused the request itself (a 400-class answer another provider would
+    /// give too): tell the client.
+    Client(GatewayError),
+}
+
+pub fn failover(reason: &'static str, detail: impl std::fmt::Display) -> AttemptError {
+    AttemptError::Failover {
+        reason,
+        detail: detail.to_string(),
+    }
+}
+
+/// Where one attempt goes.
+pub struct Destination<'a> {
+    pub model: &'a ModelSpec,
+    pub pool: &'a Pool,
+    pub endpoint: &'a Endpoint,
+    pub peer: HttpPeer,
+}
+
+/// Everything one attempt needs: the shared state, the request, where it goes and the body
+/// in the candidate's format.
+pub struct Attempt<'a> {
+    pub shared: &'a Shared,
+    pub timeouts: &'a Timeouts,
+    pub req: &'a ChatRequest,
+    pub dest: Destination<'a>,
+    pub body: Bytes,
+}
+
+impl Attempt<'_> {
+    fn request_header(&self, request_id: &str) -> Result<Box<RequestHeader>, AttemptError> {
+        let d = &self.dest;
+        let path = provider::chat_path(&d.pool.provider, &d.endpoint.url);
+        let build = || -> pingora::Result<Box<RequestHeader>> {
+            // No case map: upstreams get lower-case names (HTTP/2 style), one map fewer per request.
+            let mut h = RequestHeader::build_no_case("POST", path.as_bytes(), Some(8))?;
+            h.insert_header("Host", d.endpoint.url.authority())?;
+            h.insert_header("Content-Type", "application/json")?;
+            h.insert_header("Content-Length", self.body.len().to_string())?;
+            // Decompressing upstream replies would cost CPU on every byte; ask for none.
+            h.insert_header("Accept-Encoding", "identity")?;
+            let accept = if self.req.stream {
+                "text/event-stream"
+            } else {
+                "application/json"
+            };
+            h.insert_header("Accept", accept)?;
+            h.insert_header("X-Request-Id", request_id)?;
+            if let Some((name, value)) = provider::auth_header(&d.pool.provider) {
+                h.insert_header(name, value)?;
+            }
+            Ok(Box::new(h))
+        };
+        build().map_err(|e| failover("request_build", e))
+    }
+
+    /// Opens (or reuses) a connection, sends the request and reads the response head. A pooled
+    /// connection the upstream closed while idle fails on first use; that is retried once on a
+    /// fresh connection instead of being counted against the endpoint. The header is built per
+    /// try (rather than cloned for a retry that almost never happens).
+    pub async fn send(&self, request_id: &str) -> Result<HttpSession, AttemptError> {
+        let connector = &self.shared.connector;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let header = self.request_header(request_id)?;
+            let (mut up, reused) = connector
+                .get_http_session(&self.dest.peer)
+                .await
+                .map_err(|e| failover("connect", e))?;
+            let sent = async {
+                up.write_request_header(header).await?;
+                up.write_request_body(self.body.clone(), true).await?;
+                up.finish_request_body().await?;
+                up.read_response_header().await
+            }
+            .await;
+            match sent {
+                Ok(()) => return Ok(up),
+                Err(e) if reused && tries < 2 => {
+                    tracing::debug!("stale pooled connection, retrying fresh: {e}");
+                }
+                Err(e) => return Err(failover("send", e)),
+            }
+        }
+    }
+
+    /// Gives a connection whose reply was read to the end back to the pool.
+    pub async fn release(&self, up: HttpSession) {
+        let peer = &self.dest.peer;
+        self.shared
+            .connector
+            .release_http_session(up, peer, peer.options.idle_timeout)
+            .await;
+    }
+
+    /// Records in the context which model and provider served the request, at which rates.
+    pub fn served(&self, ctx: &mut RequestCtx) {
+        let m = self.dest.model;
+        ctx.model_used = Some(m.id.clone());
+        ctx.provider = Some(self.dest.pool.provider.name.clone());
+        ctx.rates = Some((m.input_micros_per_1k, m.output_micros_per_1k));
+        ctx.status = 200;
+    }
+
+    /// A non-streaming attempt: the whole reply within `deadline`, rewritten, settled, sent.
+    pub async fn json(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        deadline: Instant,
+    ) -> Result<(), AttemptError> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let exchange = async {
+            let mut up = self.send(&ctx.request_id).await?;
+            check_status(&mut up).await?;
+            let mut buf = BytesMut::new();
+            loop {
+                match up.read_response_body().await {
+                    Ok(Some(b)) => {
+                        buf.extend_from_slice(&b);
+                        if buf.len() > MAX_UPSTREAM_JSON {
+                            return Err(failover("bad_reply", "upstream reply too large"));
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => return Err(failover("read", e)),
+                }
+            }
+            Ok((up, buf))
+        };
+        let (up, buf) = match tokio::time::timeout(remaining, exchange).await {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(failover(
+                    "timeout",
+                    format!("no complete reply within {remaining:?}"),
+                ))
+            }
+        };
+        self.release(up).await;
+
+        let messages = self.req.body.get("messages");
+        let (out, usage, counted) = rewrite_completion(&buf, &self.dest.model.id, || {
+            messages.map(tokens::count_prompt).unwrap_or(0)
+        })
+        .map_err(|e| failover("bad_reply", e))?;
+        self.served(ctx);
+        ctx.usage = Some(usage);
+        ctx.usage_counted = counted;
+        // JSON responses carry the balance after settlement, so settle before answering.
+        settle(self.shared, ctx).await;
+        respond::send(session, ctx, 200, "application/json", out, &[]).await;
+        Ok(())
+    }
+}
+
+/// Maps an upstream's non-200 status: 400-class rejections of the request go to the client,
+/// everything else (5xx, 429, auth failures of our key, unknown model upstream) fails over.
+pub async fn check_status(up: &mut HttpSession) -> Result<(), AttemptError> {
+    let status = up.response_header().map(|h| h.status.as_u16()).unwrap_or(0);
+    if status == 200 {
+        return Ok(());
+    }
+    let reason = match status {
+        429 => "429",
+        500..=599 => "5xx",
+        _ => "4xx",
+    };
+    if matches!(status, 400 | 413 | 422) {
+        // Read a bounded amount of the reason for the client.
+        let mut buf = BytesMut::new();
+        while let Ok(Some(b)) = up.read_response_body().await {
+            buf.extend_from_slice(&b);
+            if buf.len() > 64 * 1024 {
+                break;
+            }
+        }
+        let msg = serde_json::from_slice::<serde_json::Value>(&buf)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| String::from_utf8_lossy(&buf[..buf.len().min(512)]).into_owned());
+        return Err(AttemptError::Client(GatewayError::invalid(format!(
+            "upstream rejected the request: {msg}"
+        ))));
+    }
+    Err(failover(reason, format!("upstream answered {status}")))
+}

@@ -1,0 +1,111 @@
+//! The forwarding loop (DESIGN.md, "Forwarding: why the chat path drives its own upstream
+//! calls"): for each candidate of the route and each usable endpoint of its pool, one
+//! [`Attempt`], failing over on connect error, timeout, 5xx or 429 until one answers. Once the
+//! first byte has gone to the client there is no failing over.
+//!
+//! This is the one module that would move onto Pingora's own body hooks if a later Pingora
+//! lifts its 64 KiB retry-buffer limit.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use pingora::proxy::Session;
+use tollgate_filters::openai::request::ChatRequest;
+use tollgate_filters::GatewayError;
+
+use super::attempt::{Attempt, AttemptError, Destination};
+use super::stream;
+use crate::proxy::ctx::RequestCtx;
+use crate::runtime::{Runtime, Shared};
+use crate::upstream::provider;
+
+/// A request ready to forward.
+pub struct Forward<'a> {
+    pub shared: &'a Shared,
+    pub rt: &'a Runtime,
+    pub req: &'a ChatRequest,
+    /// Catalog indices of the models to try, in order.
+    pub candidates: &'a [usize],
+    /// What the hold allows; `None`: the client's own `max_tokens`.
+    pub max_tokens: Option<u64>,
+}
+
+pub async fn run(
+    f: &Forward<'_>,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<(), GatewayError> {
+    let timeouts = &f.rt.config.timeouts;
+    let deadline = Instant::now() + timeouts.response;
+    let mut last_failure = String::from("no endpoint was usable");
+    for &mi in f.candidates {
+        let model = f.rt.config.catalog.model(mi);
+        let Some(pool) = f.rt.pools.get(&model.provider) else {
+            continue;
+        };
+        // The metering step may have lowered max_tokens to what the balance pays for.
+        let max_tokens = f
+            .max_tokens
+            .or(f.req.max_tokens)
+            .map(|n| n.min(model.max_output_tokens));
+        let body = provider::chat_body(&pool.provider, f.req, &model.upstream_model, max_tokens);
+        let body = Bytes::from(body);
+        for endpoint in pool.usable_endpoints() {
+            if !f.req.stream && Instant::now() >= deadline {
+                return Err(GatewayError::upstream(format!(
+                    "no upstream answered within {}s: {last_failure}",
+                    timeouts.response.as_secs_f64()
+                )));
+            }
+            let attempt = Attempt {
+                shared: f.shared,
+                timeouts,
+                req: f.req,
+                dest: Destination {
+                    model,
+                    pool,
+                    peer: pool.peer(&endpoint, timeouts.connect),
+                    endpoint: &endpoint,
+                },
+                body: body.clone(),
+            };
+            let result = if f.req.stream {
+                stream::run(&attempt, session, ctx).await
+            } else {
+                attempt.json(session, ctx, deadline).await
+            };
+            let m = &f.shared.metrics;
+            let provider = &pool.provider.name;
+            match result {
+                Ok(()) => {
+                    pool.record_success(&endpoint);
+                    m.upstream_attempts
+                        .with_label_values(&[provider, "ok"])
+                        .inc();
+                    return Ok(());
+                }
+                Err(AttemptError::Client(e)) => {
+                    pool.record_success(&endpoint);
+                    m.upstream_attempts
+                        .with_label_values(&[provider, "rejected"])
+                        .inc();
+                    return Err(e);
+                }
+                Err(AttemptError::Failover { reason, detail }) => {
+                    m.upstream_attempts
+                        .with_label_values(&[provider, reason])
+                        .inc();
+                    m.failovers.with_label_values(&[&model.id, reason]).inc();
+                    if pool.record_failure(&endpoint) {
+                        tracing::warn!(provider = %provider, endpoint = %endpoint.addr, "endpoint ejected after consecutive failures");
+                    }
+                    tracing::info!(request_id = %ctx.request_id, model = %model.id, endpoint = %endpoint.addr, reason, %detail, "failing over");
+                    last_failure = format!("{} at {}: {detail}", model.id, endpoint.addr);
+                }
+            }
+        }
+    }
+    Err(GatewayError::upstream(format!(
+        "every upstream failed; last: {last_failure}"
+    )))
+}

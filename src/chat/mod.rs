@@ -1,0 +1,142 @@
+//! `POST /v1/chat/completions`: the pipeline of one chat request.
+//!
+//! authenticate → rate limit → read and validate the body → resolve the model → route
+//! candidates → credit hold → forward ([`forward`]: one [`attempt`] per candidate and endpoint,
+//! streams in [`stream`]) → settle ([`settle`]). A request that fails anywhere after the hold
+//! is settled too (at zero cost when no output was produced), so every held request ends with
+//! exactly one usage row. [`models`] serves the model lists.
+
+pub mod attempt;
+pub mod forward;
+pub mod models;
+pub mod settle;
+pub mod stream;
+
+use pingora::proxy::Session;
+use tollgate_filters::credits::format_credits;
+use tollgate_filters::openai::request::{parse_chat_request, ChatRequest};
+use tollgate_filters::route::{Catalog, Target};
+use tollgate_filters::time::http_date;
+use tollgate_filters::{ErrorKind, GatewayError};
+
+use crate::ledger::KeyAuth;
+use crate::metering::{self, Hold, HoldRequest};
+use crate::proxy::body;
+use crate::proxy::caller::{self, Caller};
+use crate::proxy::ctx::RequestCtx;
+use crate::runtime::Shared;
+
+pub async fn handle(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<(), GatewayError> {
+    let result = pipeline(shared, session, ctx).await;
+    if let Err(e) = &result {
+        ctx.status = e.status();
+    }
+    settle::settle(shared, ctx).await;
+    result
+}
+
+async fn pipeline(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<(), GatewayError> {
+    let caller = caller::authenticate(shared, session, false).await?;
+    caller::admit(shared, session, ctx, &caller).await?;
+    let rt = shared.runtime.load_full();
+    let raw = body::read(session, rt.config.server.max_body_bytes).await?;
+    let req = parse_chat_request(&raw)?;
+    drop(raw);
+    ctx.model_requested = Some(req.model.clone());
+
+    let now = crate::clock::now_secs();
+    let catalog = &rt.config.catalog;
+    let resolution = catalog.resolve(&req.model, now)?;
+    let guest = matches!(caller, Caller::Guest);
+    if guest {
+        if let Target::Model(i) = resolution.target {
+            if !catalog.model(i).guest {
+                return Err(GatewayError::new(
+                    ErrorKind::Authentication,
+                    format!(
+                        "model `{}` needs an API key: send Authorization: Bearer <API key>",
+                        req.model
+                    ),
+                ));
+            }
+        }
+    }
+    let candidates = catalog.candidates(resolution.target, now, guest, |m| {
+        rt.pools
+            .get(&m.provider)
+            .is_some_and(|p| p.has_usable_endpoint())
+    });
+    if candidates.is_empty() {
+        let what = match resolution.target {
+            Target::Model(i) => catalog.model(i).id.clone(),
+            Target::Tier(t) => format!("tier {}", t.as_str()),
+        };
+        return Err(GatewayError::upstream(format!(
+            "no healthy upstream can serve {what}"
+        )));
+    }
+    let max_tokens = match &caller {
+        Caller::Key(key) => hold(shared, ctx, key, catalog, &candidates, &req).await?,
+        _ => None,
+    };
+    if let Some(n) = resolution.notice {
+        ctx.set_header("Deprecation", format!("@{}", n.deprecated_at));
+        ctx.set_header("Sunset", http_date(n.retires_at));
+    }
+    let f = forward::Forward {
+        shared,
+        rt: &rt,
+        req: &req,
+        candidates: &candidates,
+        max_tokens,
+    };
+    forward::run(&f, session, ctx).await
+}
+
+/// Places the credit hold of a keyed request; returns the `max_tokens` to send upstream.
+async fn hold(
+    shared: &Shared,
+    ctx: &mut RequestCtx,
+    key: &KeyAuth,
+    catalog: &Catalog,
+    candidates: &[usize],
+    req: &ChatRequest,
+) -> Result<Option<u64>, GatewayError> {
+    let meter = shared.meter()?;
+    let ask = HoldRequest {
+        request_id: &ctx.request_id,
+        account_id: &key.account_id,
+        key_id: &key.key_id,
+        max_tokens: req.max_tokens,
+        messages: req.body.get("messages").unwrap_or(&serde_json::Value::Null),
+    };
+    let models = candidates.iter().map(|&i| catalog.model(i));
+    match metering::hold(&meter, &ask, models).await? {
+        Hold::Placed {
+            hold,
+            max_tokens,
+            balance,
+        } => {
+            ctx.set_header("X-Credits-Remaining", format_credits(balance));
+            ctx.hold = Some(hold);
+            Ok(max_tokens)
+        }
+        Hold::Refused { balance } => {
+            if let Some(b) = balance {
+                ctx.set_header("X-Credits-Remaining", format_credits(b));
+            }
+            Err(GatewayError::new(
+                ErrorKind::InsufficientCredits,
+                "the credit balance cannot pay for this request's prompt and one output token",
+            ))
+        }
+    }
+}

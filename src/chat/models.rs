@@ -1,0 +1,93 @@
+//! `GET /v1/models` and `GET /v1/models/pricing`: every name a client may send, and the rates.
+//! Both are open to guests (counted against the guest limit) and to keys.
+
+use pingora::proxy::Session;
+use serde_json::{json, Value};
+use tollgate_filters::route::{Catalog, Tier};
+use tollgate_filters::time::format_date;
+use tollgate_filters::GatewayError;
+
+use crate::proxy::caller::{self, Caller};
+use crate::proxy::ctx::RequestCtx;
+use crate::proxy::respond;
+use crate::runtime::Shared;
+
+/// Which list.
+#[derive(Debug, Clone, Copy)]
+pub enum Listing {
+    Models,
+    Pricing,
+}
+
+/// Serves a list; a guest's request counts against the guest limit, a key's does not.
+pub async fn handle(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    listing: Listing,
+) -> Result<(), GatewayError> {
+    if let Caller::Guest = caller::authenticate(shared, session, false).await? {
+        caller::admit(shared, session, ctx, &Caller::Guest).await?;
+    }
+    let rt = shared.runtime.load();
+    let now = crate::clock::now_secs();
+    let body = match listing {
+        Listing::Models => list(&rt.config.catalog, now, shared.started),
+        Listing::Pricing => pricing(&rt.config.catalog, now),
+    };
+    respond::json(session, ctx, 200, &body, &[]).await;
+    Ok(())
+}
+
+/// Rates are integer micro-credits inside; the edge shows credits as numbers.
+fn credits(micros: u64) -> Value {
+    json!(micros as f64 / 1_000_000.0)
+}
+
+/// OpenAI's list shape. Pinned ids, then aliases, then tier names, so that a client listing
+/// models finds every name it may send.
+pub fn list(catalog: &Catalog, now: i64, created: i64) -> Value {
+    let mut data = Vec::new();
+    for m in catalog.models().iter().filter(|m| !m.retired(now)) {
+        data.push(
+            json!({"id": m.id, "object": "model", "created": created, "owned_by": m.provider}),
+        );
+    }
+    for (alias, target) in catalog.aliases() {
+        data.push(json!({"id": alias, "object": "model", "created": created, "owned_by": "tollgate", "alias_of": target}));
+    }
+    for t in Tier::ALL {
+        if catalog
+            .models()
+            .iter()
+            .any(|m| m.tier == t && !m.retired(now))
+        {
+            data.push(json!({"id": t.as_str(), "object": "model", "created": created, "owned_by": "tollgate"}));
+        }
+    }
+    json!({"object": "list", "data": data})
+}
+
+pub fn pricing(catalog: &Catalog, now: i64) -> Value {
+    let data: Vec<Value> = catalog
+        .models()
+        .iter()
+        .filter(|m| !m.retired(now))
+        .map(|m| {
+            json!({
+                "id": m.id,
+                "provider": m.provider,
+                "tier": m.tier.as_str(),
+                "aliases": catalog.aliases_of(&m.id).collect::<Vec<_>>(),
+                "input_credits_per_1k": credits(m.input_micros_per_1k),
+                "output_credits_per_1k": credits(m.output_micros_per_1k),
+                "max_output_tokens": m.max_output_tokens,
+                "guest": m.guest,
+                "deprecated_at": m.deprecated_at.map(format_date),
+                "retires_at": m.retires_at.map(format_date),
+                "replacement": m.replacement,
+            })
+        })
+        .collect();
+    json!({"object": "list", "data": data})
+}

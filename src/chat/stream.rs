@@ -1,0 +1,296 @@
+//! A streaming attempt, in four phases:
+//! 1. [`open`]: send the request and hold the client's response until the upstream has
+//!    produced a usable event, so that a refusal, an error event or an early death still fails
+//!    over and costs nothing;
+//! 2. [`commit`]: the 200 head and what the first events produced go to the client;
+//! 3. [`relay`]: events rewritten as they come, SSE comments while the upstream is quiet;
+//! 4. [`finish`]: the usage (the upstream's own, else the tokenizer over what was delivered),
+//!    the closing events, the connection back to the pool.
+//!
+//! After the commit there is no failing over: a broken stream ends with an SSE error event and
+//! is metered for what was delivered.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use pingora::protocols::http::client::HttpSession;
+use pingora::proxy::Session;
+use tollgate_filters::openai::stream::{sse_event, StreamRewriter, StreamStep, DONE_EVENT};
+use tollgate_filters::sse::{SseDecoder, SseEvent};
+use tollgate_filters::{tokens, GatewayError, Usage};
+
+use super::attempt::{check_status, failover, Attempt, AttemptError};
+use crate::proxy::ctx::RequestCtx;
+use crate::proxy::respond;
+
+/// Largest single SSE event accepted from an upstream.
+const MAX_SSE_EVENT: usize = 4 * 1024 * 1024;
+
+/// One stream's state across the phases.
+struct Relay {
+    up: HttpSession,
+    decoder: SseDecoder,
+    rewriter: StreamRewriter,
+    events: Vec<SseEvent>,
+    /// The upstream sent `[DONE]`.
+    done: bool,
+    /// The client went away.
+    gone: bool,
+    /// Why the stream broke after the commit.
+    failure: Option<String>,
+}
+
+pub async fn run(
+    a: &Attempt<'_>,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<(), AttemptError> {
+    let (mut relay, first) = open(a, &ctx.request_id).await?;
+    a.served(ctx);
+    commit(&mut relay, session, ctx, first).await?;
+    self::relay(&mut relay, a, session).await;
+    finish(relay, a, session, ctx).await;
+    Ok(())
+}
+
+/// Phase 1: the response head, then events until one is worth sending.
+async fn open(a: &Attempt<'_>, request_id: &str) -> Result<(Relay, Vec<u8>), AttemptError> {
+    let timeouts = a.timeouts;
+    let mut up = match tokio::time::timeout(timeouts.stream_chunk, a.send(request_id)).await {
+        Ok(r) => r?,
+        Err(_) => return Err(failover("timeout", "no response head in time")),
+    };
+    check_status(&mut up).await?;
+    let mut r = Relay {
+        up,
+        decoder: SseDecoder::new(MAX_SSE_EVENT),
+        rewriter: StreamRewriter::new(&a.dest.model.id, a.req.client_wants_usage),
+        events: Vec::new(),
+        done: false,
+        gone: false,
+        failure: None,
+    };
+    let mut pending: Vec<u8> = Vec::new();
+    while pending.is_empty() && !r.done {
+        let piece = next_piece(
+            &mut r.up,
+            None,
+            timeouts.stream_chunk,
+            timeouts.client_idle,
+            &mut r.gone,
+        )
+        .await
+        .map_err(|e| failover("timeout_or_read", e))?;
+        let Some(piece) = piece else {
+            return Err(failover(
+                "early_eof",
+                "upstream closed the stream before any event",
+            ));
+        };
+        r.decoder
+            .push(&piece, &mut r.events)
+            .map_err(|e| failover("bad_reply", e))?;
+        for ev in r.events.drain(..) {
+            match r.rewriter.on_event(&ev.data) {
+                StreamStep::Emit(b) => pending.extend_from_slice(&b),
+                StreamStep::Done => r.done = true,
+                StreamStep::UpstreamError(e) if pending.is_empty() => {
+                    return Err(failover("error_event", e));
+                }
+                StreamStep::UpstreamError(e) => {
+                    // Content is ready to go out: deliver it, then end with the error.
+                    r.failure = Some(format!("upstream error event: {e}"));
+                    break;
+                }
+            }
+            if r.done {
+                break;
+            }
+        }
+    }
+    Ok((r, pending))
+}
+
+/// Phase 2: from here the client has a 200 and every problem is told in-stream.
+async fn commit(
+    r: &mut Relay,
+    session: &mut Session,
+    ctx: &RequestCtx,
+    first: Vec<u8>,
+) -> Result<(), AttemptError> {
+    let Some(mut h) = respond::header(200, ctx, &[]) else {
+        // Nothing has reached the client yet: the next candidate may do better.
+        return Err(failover("internal", "could not build response header"));
+    };
+    let _ = h.insert_header("Content-Type", "text/event-stream");
+    let _ = h.insert_header("Cache-Control", "no-cache");
+    let _ = h.insert_header("X-Accel-Buffering", "no");
+    if !session.is_http2() {
+        let _ = h.insert_header("Transfer-Encoding", "chunked");
+    }
+    r.gone = session
+        .write_response_header(Box::new(h), false)
+        .await
+        .is_err()
+        || session
+            .write_response_body(Some(Bytes::from(first)), false)
+            .await
+            .is_err();
+    Ok(())
+}
+
+/// Phase 3: upstream events to the client until `[DONE]`, a failure or the client leaves.
+async fn relay(r: &mut Relay, a: &Attempt<'_>, session: &mut Session) {
+    let keepalive = a.timeouts.client_idle.mul_f64(0.75);
+    while !r.done && !r.gone && r.failure.is_none() {
+        let piece = next_piece(
+            &mut r.up,
+            Some(session),
+            a.timeouts.stream_chunk,
+            keepalive,
+            &mut r.gone,
+        )
+        .await;
+        let piece = match piece {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                if !r.rewriter.finished() {
+                    r.failure = Some("upstream closed the stream before it finished".into());
+                }
+                break;
+            }
+            Err(e) => {
+                r.failure = Some(e);
+                break;
+            }
+        };
+        if let Err(e) = r.decoder.push(&piece, &mut r.events) {
+            r.failure = Some(e.to_string());
+            break;
+        }
+        let mut out = Vec::new();
+        for ev in r.events.drain(..) {
+            match r.rewriter.on_event(&ev.data) {
+                StreamStep::Emit(b) => out.extend_from_slice(&b),
+                StreamStep::Done => {
+                    r.done = true;
+                    break;
+                }
+                StreamStep::UpstreamError(e) => {
+                    r.failure = Some(format!("upstream error event: {e}"));
+                    break;
+                }
+            }
+        }
+        if !out.is_empty()
+            && session
+                .write_response_body(Some(Bytes::from(out)), false)
+                .await
+                .is_err()
+        {
+            r.gone = true;
+        }
+    }
+}
+
+/// Phase 4: metering, the closing events, and the connection back to the pool.
+async fn finish(r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut RequestCtx) {
+    // The upstream's own usage when it sent one, else the tokenizer over what was actually
+    // delivered.
+    let usage = match r.rewriter.upstream_usage() {
+        Some(u) => u,
+        None => {
+            ctx.usage_counted = true;
+            Usage {
+                prompt_tokens: a
+                    .req
+                    .body
+                    .get("messages")
+                    .map(tokens::count_prompt)
+                    .unwrap_or(0),
+                completion_tokens: tokens::count_text(r.rewriter.delivered_text()),
+            }
+        }
+    };
+    ctx.usage = Some(usage);
+    ctx.client_gone = r.gone;
+    if r.gone {
+        return;
+    }
+    let mut tail = Vec::new();
+    match &r.failure {
+        Some(msg) => {
+            tracing::warn!(request_id = %ctx.request_id, model = %a.dest.model.id, "stream failed after the first byte: {msg}");
+            ctx.error = Some(msg.clone());
+            a.shared
+                .metrics
+                .upstream_attempts
+                .with_label_values(&[&a.dest.pool.provider.name, "mid_stream_failure"])
+                .inc();
+            let err = GatewayError::upstream(format!("the upstream stream failed: {msg}"));
+            tail.extend_from_slice(&sse_event(&err.to_value()));
+        }
+        None => {
+            if !r.rewriter.finished() {
+                tail.extend_from_slice(&r.rewriter.synthetic_finish_chunk());
+            }
+            if r.rewriter.client_wants_usage() && r.rewriter.upstream_usage().is_none() {
+                tail.extend_from_slice(&r.rewriter.synthetic_usage_chunk(usage));
+            }
+            tail.extend_from_slice(DONE_EVENT);
+        }
+    }
+    if session
+        .write_response_body(Some(Bytes::from(tail)), true)
+        .await
+        .is_err()
+    {
+        ctx.client_gone = true;
+    }
+    if r.failure.is_none() && r.done {
+        // Drain to the end so the connection can go back to the pool.
+        let mut up = r.up;
+        let drained = tokio::time::timeout(Duration::from_secs(1), async {
+            while let Ok(Some(_)) = up.read_response_body().await {}
+        })
+        .await;
+        if drained.is_ok() {
+            a.release(up).await;
+        }
+    }
+}
+
+/// Reads the next upstream body piece, sending SSE comments to the client while the upstream
+/// is quiet so that the client never sees `client_idle` of silence. `Ok(None)` is the end of
+/// the upstream body; `Err` a read failure or `stream_chunk` of upstream silence.
+async fn next_piece(
+    up: &mut HttpSession,
+    session: Option<&mut Session>,
+    silence: Duration,
+    keepalive: Duration,
+    client_gone: &mut bool,
+) -> Result<Option<Bytes>, String> {
+    let read = up.read_response_body();
+    tokio::pin!(read);
+    let limit = tokio::time::sleep(silence);
+    tokio::pin!(limit);
+    let Some(session) = session else {
+        return tokio::select! {
+            r = &mut read => r.map_err(|e| e.to_string()),
+            _ = &mut limit => Err(format!("upstream silent for {silence:?}")),
+        };
+    };
+    loop {
+        let tick = tokio::time::sleep(keepalive);
+        tokio::pin!(tick);
+        tokio::select! {
+            r = &mut read => return r.map_err(|e| e.to_string()),
+            _ = &mut limit => return Err(format!("upstream silent for {silence:?}")),
+            _ = &mut tick => {
+                if !*client_gone && session.write_response_body(Some(Bytes::from_static(b": keep-alive\n\n")), false).await.is_err() {
+                    *client_gone = true;
+                }
+            }
+        }
+    }
+}

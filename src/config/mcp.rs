@@ -1,0 +1,61 @@
+//! `[mcp]`: the tool marketplace's limits (DESIGN.md, Rules: MCP). Typed now so that a
+//! misspelt key is refused at load; the MCP endpoints read it.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::error::{err, secs, ConfigError};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpSection {
+    /// Highest price per call a third-party tool server may set.
+    pub max_third_party_credits: u64,
+    /// The developer's share of each call's price, rounded up.
+    pub developer_share_percent: u64,
+    /// SSRF guard: loopback, private and link-local upstreams are refused unless true.
+    pub allow_private_upstreams: bool,
+    /// Seconds one upstream tool call may take.
+    pub call_timeout: f64,
+    pub max_result_bytes: usize,
+}
+
+impl Default for McpSection {
+    fn default() -> Self {
+        McpSection {
+            max_third_party_credits: 60,
+            developer_share_percent: 80,
+            allow_private_upstreams: false,
+            call_timeout: 25.0,
+            max_result_bytes: 5 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Mcp {
+    pub max_third_party_credits: u64,
+    pub developer_share_percent: u64,
+    pub allow_private_upstreams: bool,
+    pub call_timeout: Duration,
+    pub max_result_bytes: usize,
+}
+
+impl McpSection {
+    pub(super) fn validate(&self, errs: &mut Vec<ConfigError>) -> Mcp {
+        if self.developer_share_percent > 100 {
+            errs.push(err("mcp.developer_share_percent", "must be 0 to 100"));
+        }
+        if self.max_result_bytes == 0 {
+            errs.push(err("mcp.max_result_bytes", "must be above 0"));
+        }
+        Mcp {
+            max_third_party_credits: self.max_third_party_credits,
+            developer_share_percent: self.developer_share_percent,
+            allow_private_upstreams: self.allow_private_upstreams,
+            call_timeout: secs("mcp.call_timeout", self.call_timeout, errs),
+            max_result_bytes: self.max_result_bytes,
+        }
+    }
+}

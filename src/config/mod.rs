@@ -1,0 +1,231 @@
+//! The TOML config (DESIGN.md, Config): one file per section. Each section is a serde struct
+//! that refuses unknown keys, validated into a typed value; every problem is reported with its
+//! key path, so `check-config` prints them all at once instead of one per run. Nothing reads
+//! the TOML after [`validate`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use tollgate_filters::route::Catalog;
+
+pub mod billing;
+pub mod error;
+pub mod mcp;
+pub mod models;
+pub mod plans;
+pub mod providers;
+pub mod server;
+pub mod storage;
+pub mod timeouts;
+
+pub use billing::Billing;
+pub use error::ConfigError;
+use error::err;
+pub use mcp::Mcp;
+pub use plans::Plans;
+pub use providers::{EndpointUrl, Provider, ProviderKind};
+pub use server::Server;
+pub use storage::{FailureMode, Storage};
+pub use timeouts::Timeouts;
+
+/// The file as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    server: server::ServerSection,
+    #[serde(default)]
+    storage: storage::StorageSection,
+    #[serde(default)]
+    timeouts: timeouts::TimeoutsSection,
+    #[serde(default)]
+    providers: Vec<providers::ProviderSection>,
+    #[serde(default)]
+    models: Vec<models::ModelSection>,
+    #[serde(default)]
+    aliases: BTreeMap<String, String>,
+    #[serde(default)]
+    plans: BTreeMap<String, plans::PlanSection>,
+    #[serde(default)]
+    billing: Option<billing::BillingSection>,
+    #[serde(default)]
+    mcp: mcp::McpSection,
+}
+
+/// A validated config: what the gateway runs on.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub server: Server,
+    pub storage: Storage,
+    pub timeouts: Timeouts,
+    pub providers: Vec<Provider>,
+    pub catalog: Catalog,
+    pub plans: Plans,
+    /// `None`: no `[billing]` section; nothing is sold.
+    pub billing: Option<Billing>,
+    pub mcp: Mcp,
+}
+
+pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigError>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        vec![ConfigError {
+            path: path.display().to_string(),
+            message: format!("cannot read: {e}"),
+        }]
+    })?;
+    parse(&text)
+}
+
+pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
+    let file: ConfigFile = toml::from_str(text).map_err(|e| {
+        let span = e
+            .span()
+            .map(|s| {
+                let line = text[..s.start.min(text.len())].lines().count().max(1);
+                format!("line {line}")
+            })
+            .unwrap_or_else(|| "config".into());
+        vec![err(span, e.message().to_string())]
+    })?;
+    validate(&file)
+}
+
+fn validate(file: &ConfigFile) -> Result<Config, Vec<ConfigError>> {
+    let mut errs = Vec::new();
+    let config = Config {
+        server: file.server.validate(&mut errs),
+        timeouts: file.timeouts.validate(&mut errs),
+        storage: file.storage.validate(&mut errs),
+        providers: providers::validate(&file.providers, &mut errs),
+        catalog: models::validate(&file.models, &file.aliases, &file.providers, &mut errs),
+        plans: plans::validate(&file.plans, &mut errs),
+        billing: file.billing.as_ref().map(|b| b.validate(&mut errs)),
+        mcp: file.mcp.validate(&mut errs),
+    };
+    if errs.is_empty() {
+        Ok(config)
+    } else {
+        Err(errs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_every_error_with_its_path() {
+        let text = r#"
+[server]
+listen = "nowhere"
+[timeouts]
+connect = -1
+[[providers]]
+name = "p"
+kind = "grpc"
+endpoints = ["ftp://x"]
+[[models]]
+id = "m"
+provider = "q"
+tier = "cheap"
+input_credits_per_1k = 1
+output_credits_per_1k = 1
+deprecated_at = "2027-01-01"
+retires_at = "2027-01-15"
+replacement = "zzz"
+[aliases]
+"a" = "nope"
+"#;
+        let errs = parse(text).unwrap_err();
+        let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
+        for p in [
+            "server.listen",
+            "timeouts.connect",
+            "providers[0].kind",
+            "providers[0].endpoints[0]",
+            "models[0].provider",
+            "models[0].tier",
+            "models[0].retires_at",
+            "models[0].replacement",
+            "aliases.\"a\"",
+        ] {
+            assert!(paths.contains(&p), "missing {p} in {paths:?}");
+        }
+    }
+
+    #[test]
+    fn lease_settings_are_checked() {
+        let errs =
+            parse("[storage]\nlease_sync_ms = 0\nlease_idle_secs = -1\nlease_holds = 2000000\nrate_limit_lease = 20000\n")
+                .unwrap_err();
+        let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
+        for p in [
+            "storage.lease_sync_ms",
+            "storage.lease_idle_secs",
+            "storage.lease_holds",
+            "storage.rate_limit_lease",
+        ] {
+            assert!(paths.contains(&p), "missing {p} in {paths:?}");
+        }
+        assert!(
+            parse("[storage]\nlease_holds = 0\n").is_ok(),
+            "0 turns leases off"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_syntax_errors_are_refused() {
+        assert!(parse("[server]\nlisten_on = \"x\"").is_err());
+        assert!(parse("[[models]\n").is_err());
+        // [billing] and [mcp] are typed: a misspelt key there is refused too.
+        assert!(parse("[billing]\nsecret_key = \"sk\"").is_err());
+        assert!(parse("[mcp]\nmax_credits = 5").is_err());
+    }
+
+    #[test]
+    fn billing_and_mcp_sections_are_checked() {
+        let errs = parse(
+            "[billing]\nstripe_api_base = \"stripe\"\n[billing.credit_packs.small]\ncredits = 0\nstripe_price = \"\"\n[mcp]\ndeveloper_share_percent = 120\ncall_timeout = 0\n",
+        )
+        .unwrap_err();
+        let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
+        for p in [
+            "billing.stripe_api_base",
+            "billing.credit_packs.small.credits",
+            "billing.credit_packs.small.stripe_price",
+            "mcp.developer_share_percent",
+            "mcp.call_timeout",
+        ] {
+            assert!(paths.contains(&p), "missing {p} in {paths:?}");
+        }
+        let c = parse(
+            "[billing]\n[billing.credit_packs.small]\ncredits = 1000\nstripe_price = \"price_1\"\n",
+        )
+        .unwrap();
+        let b = c.billing.unwrap();
+        assert_eq!(b.credit_packs["small"].credits, 1_000_000_000);
+        assert_eq!(c.mcp.developer_share_percent, 80);
+    }
+
+    #[test]
+    fn values_are_typed_at_load() {
+        let c = parse("[storage]\nredis_failure_mode = \"fail_closed\"\nredis_url = \"\"\n[[providers]]\nname = \"p\"\nendpoints = [\"http://127.0.0.1:1\"]\n").unwrap();
+        assert_eq!(c.storage.redis_failure_mode, FailureMode::FailClosed);
+        assert_eq!(c.storage.redis_url, None);
+        assert_eq!(c.providers[0].kind, ProviderKind::OpenAi);
+        assert!(parse("[storage]\nredis_failure_mode = \"sometimes\"\n").is_err());
+    }
+
+    #[test]
+    fn embedded_default_is_valid() {
+        let text = include_str!("../../conf/tollgate.toml");
+        if let Err(e) = parse(text) {
+            panic!("conf/tollgate.toml: {e:?}");
+        }
+        let text = include_str!("../../conf/production.example.toml");
+        if let Err(e) = parse(text) {
+            panic!("conf/production.example.toml: {e:?}");
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! `[[models]]` and `[aliases]`: the catalog of pinned model ids with their rates, tiers and
+//! deprecation dates, validated into a [`Catalog`].
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use tollgate_filters::route::{Catalog, ModelSpec, Tier, MIN_NOTICE_SECS};
+use tollgate_filters::time::parse_date;
+
+use super::providers::ProviderSection;
+use super::error::{err, ConfigError};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    pub id: String,
+    pub provider: String,
+    #[serde(default)]
+    pub upstream_model: Option<String>,
+    pub tier: String,
+    pub input_credits_per_1k: f64,
+    pub output_credits_per_1k: f64,
+    #[serde(default = "default_max_output")]
+    pub max_output_tokens: u64,
+    #[serde(default)]
+    pub guest: bool,
+    #[serde(default)]
+    pub deprecated_at: Option<String>,
+    #[serde(default)]
+    pub retires_at: Option<String>,
+    #[serde(default)]
+    pub replacement: Option<String>,
+}
+
+fn default_max_output() -> u64 {
+    4096
+}
+
+/// Credits per 1K tokens as written in the config, to integer micro-credits.
+fn micros(path: &str, v: f64, errs: &mut Vec<ConfigError>) -> u64 {
+    if !(v.is_finite() && (0.0..=1_000_000.0).contains(&v)) {
+        errs.push(err(path, "must be a number from 0 to 1000000"));
+        return 0;
+    }
+    (v * 1_000_000.0).round() as u64
+}
+
+pub(super) fn validate(
+    models: &[ModelSection],
+    aliases: &BTreeMap<String, String>,
+    providers: &[ProviderSection],
+    errs: &mut Vec<ConfigError>,
+) -> Catalog {
+    let mut specs = Vec::new();
+    for (i, m) in models.iter().enumerate() {
+        let at = |k: &str| format!("models[{i}].{k}");
+        if m.id.is_empty() || m.id.chars().any(char::is_whitespace) {
+            errs.push(err(at("id"), "must be non-empty without spaces"));
+        }
+        if Tier::parse(&m.id).is_some() {
+            errs.push(err(at("id"), "must not be a tier name"));
+        }
+        if models[..i].iter().any(|q| q.id == m.id) {
+            errs.push(err(at("id"), format!("duplicate model `{}`", m.id)));
+        }
+        let provider = providers.iter().find(|p| p.name == m.provider);
+        if provider.is_none() {
+            errs.push(err(
+                at("provider"),
+                format!("unknown provider `{}`", m.provider),
+            ));
+        }
+        let tier = Tier::parse(&m.tier).unwrap_or_else(|| {
+            errs.push(err(at("tier"), "must be economy, normal or powerful"));
+            Tier::Normal
+        });
+        if m.max_output_tokens == 0 {
+            errs.push(err(at("max_output_tokens"), "must be at least 1"));
+        }
+        let date = |k: &str, v: &Option<String>, errs: &mut Vec<ConfigError>| {
+            v.as_ref().and_then(|s| {
+                let d = parse_date(s);
+                if d.is_none() {
+                    errs.push(err(at(k), "must be a date YYYY-MM-DD"));
+                }
+                d
+            })
+        };
+        let deprecated_at = date("deprecated_at", &m.deprecated_at, errs);
+        let retires_at = date("retires_at", &m.retires_at, errs);
+        match (deprecated_at, retires_at) {
+            (Some(d), Some(r)) if r - d < MIN_NOTICE_SECS => errs.push(err(
+                at("retires_at"),
+                "must be at least 30 days after deprecated_at",
+            )),
+            (None, Some(_)) => errs.push(err(
+                at("deprecated_at"),
+                "is required with retires_at (30 days of notice)",
+            )),
+            _ => {}
+        }
+        if let Some(rep) = &m.replacement {
+            if !models.iter().any(|q| &q.id == rep) || rep == &m.id {
+                errs.push(err(at("replacement"), format!("unknown model `{rep}`")));
+            }
+        }
+        specs.push(ModelSpec {
+            id: m.id.clone(),
+            provider: m.provider.clone(),
+            upstream_model: m.upstream_model.clone().unwrap_or_else(|| m.id.clone()),
+            tier,
+            input_micros_per_1k: micros(&at("input_credits_per_1k"), m.input_credits_per_1k, errs),
+            output_micros_per_1k: micros(
+                &at("output_credits_per_1k"),
+                m.output_credits_per_1k,
+                errs,
+            ),
+            max_output_tokens: m.max_output_tokens,
+            guest: m.guest,
+            self_hosted: provider.is_some_and(|p| p.self_hosted),
+            deprecated_at,
+            retires_at,
+            replacement: m.replacement.clone(),
+        });
+    }
+    let mut alias_list = Vec::new();
+    for (a, target) in aliases {
+        let at = format!("aliases.\"{a}\"");
+        if Tier::parse(a).is_some() {
+            errs.push(err(&at, "must not be a tier name"));
+        } else if models.iter().any(|m| &m.id == a) {
+            errs.push(err(&at, "must not shadow a model id"));
+        } else if !models.iter().any(|m| &m.id == target) {
+            errs.push(err(&at, format!("points at unknown model `{target}`")));
+        }
+        alias_list.push((a.clone(), target.clone()));
+    }
+    Catalog::new(specs, alias_list)
+}

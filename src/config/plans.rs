@@ -1,0 +1,236 @@
+//! `[plans.*]`: the one place that knows plan names, their default limits (SPEC.md, Limits),
+//! the credits each grants and the Stripe price it is sold at.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use tollgate_filters::credits::from_credits;
+use tollgate_filters::ratelimit::PlanLimits;
+
+use super::error::{err, ConfigError};
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PlanSection {
+    pub requests_per_hour: Option<u64>,
+    pub requests_per_day: Option<u64>,
+    pub grant_credits: Option<f64>,
+    pub stripe_price: Option<String>,
+}
+
+/// The plan of callers without a key (limited per client IP).
+pub const GUEST: &str = "guest";
+/// The plan of a new account.
+pub const FREE: &str = "free";
+/// Plans that exist without a `[plans.*]` section.
+const BUILT_IN: [&str; 5] = [GUEST, FREE, "pro", "smb", "business"];
+/// Credits a new account gets when `[plans.free] grant_credits` is not set (DESIGN.md).
+const DEFAULT_SIGNUP_GRANT: i64 = 100 * 1_000_000;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub limits: PlanLimits,
+    /// Micro-credits granted when the plan starts (for `free`: at signup).
+    pub grant: Option<i64>,
+    pub stripe_price: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Plans {
+    configured: BTreeMap<String, Plan>,
+}
+
+/// Built-in limits, used when `[plans.<name>]` sets none (SPEC.md's table; smb is our choice:
+/// five times pro per hour, no daily cap).
+fn default_limits(plan: &str) -> PlanLimits {
+    let (per_hour, per_day) = match plan {
+        GUEST => (Some(30), Some(30)),
+        FREE => (Some(120), Some(500)),
+        "pro" => (Some(7_200), None),
+        "smb" => (Some(36_000), None),
+        // Business is custom per account; without numbers it is unlimited.
+        "business" => (None, None),
+        // An unknown plan name gets the free limits rather than none.
+        _ => (Some(120), Some(500)),
+    };
+    PlanLimits { per_hour, per_day }
+}
+
+impl Plans {
+    /// The plan's limits: the section's numbers when it sets either (an absent one is then
+    /// unlimited), else the built-in ones.
+    pub fn limits(&self, plan: &str) -> PlanLimits {
+        match self.configured.get(plan) {
+            Some(p) if p.limits != PlanLimits::default() => p.limits,
+            _ => default_limits(plan),
+        }
+    }
+
+    /// Whether an account may be put on this plan (every plan but `guest`).
+    pub fn assignable(&self, plan: &str) -> bool {
+        plan != GUEST && (BUILT_IN.contains(&plan) || self.configured.contains_key(plan))
+    }
+
+    /// The plans an account may be put on, built-in ones first.
+    pub fn assignable_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = BUILT_IN.iter().copied().filter(|n| *n != GUEST).collect();
+        for n in self.configured.keys() {
+            if !names.contains(&n.as_str()) && n != GUEST {
+                names.push(n);
+            }
+        }
+        names
+    }
+
+    /// Micro-credits a new account starts with.
+    pub fn signup_grant(&self) -> i64 {
+        self.configured
+            .get(FREE)
+            .and_then(|p| p.grant)
+            .unwrap_or(DEFAULT_SIGNUP_GRANT)
+    }
+
+    pub fn get(&self, plan: &str) -> Option<&Plan> {
+        self.configured.get(plan)
+    }
+}
+
+pub(super) fn validate(
+    sections: &BTreeMap<String, PlanSection>,
+    errs: &mut Vec<ConfigError>,
+) -> Plans {
+    let mut configured = BTreeMap::new();
+    for (name, plan) in sections {
+        for (k, v) in [
+            ("requests_per_hour", plan.requests_per_hour),
+            ("requests_per_day", plan.requests_per_day),
+        ] {
+            if v == Some(0) {
+                errs.push(err(
+                    format!("plans.{name}.{k}"),
+                    "must be at least 1 (omit for no limit)",
+                ));
+            }
+        }
+        let grant = plan.grant_credits.and_then(|c| {
+            let m = from_credits(c).filter(|m| *m >= 0);
+            if m.is_none() {
+                errs.push(err(
+                    format!("plans.{name}.grant_credits"),
+                    "must be a number of credits from 0",
+                ));
+            }
+            m
+        });
+        if plan.stripe_price.as_deref().is_some_and(str::is_empty) {
+            errs.push(err(
+                format!("plans.{name}.stripe_price"),
+                "must not be empty (omit it for a plan not sold through Stripe)",
+            ));
+        }
+        configured.insert(
+            name.clone(),
+            Plan {
+                limits: PlanLimits {
+                    per_hour: plan.requests_per_hour,
+                    per_day: plan.requests_per_day,
+                },
+                grant,
+                stripe_price: plan.stripe_price.clone(),
+            },
+        );
+    }
+    Plans { configured }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plans(text: &str) -> Plans {
+        let sections: BTreeMap<String, PlanSection> = toml::from_str(text).unwrap();
+        let mut errs = Vec::new();
+        let p = validate(&sections, &mut errs);
+        assert!(errs.is_empty(), "{errs:?}");
+        p
+    }
+
+    #[test]
+    fn built_in_limits_apply_until_a_section_sets_numbers() {
+        let p = plans("");
+        assert_eq!(
+            p.limits("free"),
+            PlanLimits {
+                per_hour: Some(120),
+                per_day: Some(500)
+            }
+        );
+        assert_eq!(
+            p.limits("pro"),
+            PlanLimits {
+                per_hour: Some(7200),
+                per_day: None
+            }
+        );
+        assert_eq!(p.limits("business"), PlanLimits::default());
+        assert_eq!(p.limits("no-such-plan"), p.limits("free"));
+        let p = plans("[free]\nrequests_per_hour = 3\n[pro]\ngrant_credits = 10000\n");
+        assert_eq!(
+            p.limits("free"),
+            PlanLimits {
+                per_hour: Some(3),
+                per_day: None
+            }
+        );
+        // A section with only a grant keeps the built-in limits.
+        assert_eq!(
+            p.limits("pro"),
+            PlanLimits {
+                per_hour: Some(7200),
+                per_day: None
+            }
+        );
+    }
+
+    #[test]
+    fn the_signup_grant_is_the_free_plans_grant() {
+        assert_eq!(plans("").signup_grant(), 100_000_000);
+        assert_eq!(
+            plans("[free]\ngrant_credits = 25\n").signup_grant(),
+            25_000_000
+        );
+    }
+
+    #[test]
+    fn every_plan_but_guest_is_assignable() {
+        let p = plans("[team]\nrequests_per_hour = 10\n");
+        for n in ["free", "pro", "smb", "business", "team"] {
+            assert!(p.assignable(n), "{n}");
+        }
+        assert!(!p.assignable("guest"));
+        assert!(!p.assignable("gold"));
+        assert_eq!(
+            p.assignable_names(),
+            ["free", "pro", "smb", "business", "team"]
+        );
+    }
+
+    #[test]
+    fn bad_values_are_reported_with_their_path() {
+        let sections: BTreeMap<String, PlanSection> = toml::from_str(
+            "[free]\nrequests_per_day = 0\ngrant_credits = -5\n[pro]\nstripe_price = \"\"\n",
+        )
+        .unwrap();
+        let mut errs = Vec::new();
+        validate(&sections, &mut errs);
+        let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "plans.free.requests_per_day",
+                "plans.free.grant_credits",
+                "plans.pro.stripe_price"
+            ]
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! `[[providers]]`: upstream pools, their kind (wire format), endpoints, key and health check.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::error::{err, secs, ConfigError};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSection {
+    pub name: String,
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    pub endpoints: Vec<String>,
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub health_check: Option<HealthCheck>,
+    #[serde(default)]
+    pub self_hosted: bool,
+    /// Consecutive failed requests that eject an endpoint (passive health).
+    #[serde(default = "default_eject_after")]
+    pub eject_after_failures: u32,
+    /// Seconds an ejected endpoint is skipped before it is tried again.
+    #[serde(default = "default_eject_secs")]
+    pub eject_secs: f64,
+}
+
+fn default_kind() -> String {
+    "openai".into()
+}
+fn default_eject_after() -> u32 {
+    3
+}
+fn default_eject_secs() -> f64 {
+    30.0
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthCheck {
+    #[serde(default = "default_hc_path")]
+    pub path: String,
+    #[serde(default = "default_hc_interval")]
+    pub interval_ms: u64,
+    #[serde(default = "default_hc_timeout")]
+    pub timeout_ms: u64,
+}
+
+fn default_hc_path() -> String {
+    "/v1/models".into()
+}
+fn default_hc_interval() -> u64 {
+    5000
+}
+fn default_hc_timeout() -> u64 {
+    2000
+}
+
+/// The wire format a provider speaks; `upstream::provider` holds what each kind means (path,
+/// auth header, body format).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// Any OpenAI-compatible chat-completions API.
+    OpenAi,
+}
+
+impl ProviderKind {
+    pub const ALL: [ProviderKind; 1] = [ProviderKind::OpenAi];
+
+    pub fn parse(s: &str) -> Option<ProviderKind> {
+        ProviderKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+        }
+    }
+}
+
+/// One upstream endpoint of a pool, parsed from its URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointUrl {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    /// Path prefix before `/v1/...`, without a trailing slash ("" for none).
+    pub base_path: String,
+}
+
+impl EndpointUrl {
+    pub fn parse(s: &str) -> Result<EndpointUrl, String> {
+        let (tls, rest) = if let Some(r) = s.strip_prefix("https://") {
+            (true, r)
+        } else if let Some(r) = s.strip_prefix("http://") {
+            (false, r)
+        } else {
+            return Err("must start with http:// or https://".into());
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(p) => (&rest[..p], &rest[p..]),
+            None => (rest, ""),
+        };
+        let default_port = if tls { 443 } else { 80 };
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let end = v6.find(']').ok_or("unclosed [ in host")?;
+            let port = match &v6[end + 1..] {
+                "" => default_port,
+                p => p
+                    .strip_prefix(':')
+                    .and_then(|p| p.parse().ok())
+                    .ok_or("bad port")?,
+            };
+            (v6[..end].to_string(), port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), p.parse().map_err(|_| "bad port")?),
+                None => (authority.to_string(), default_port),
+            }
+        };
+        if host.is_empty() {
+            return Err("has no host".into());
+        }
+        if path.contains('?') || path.contains('#') {
+            return Err("must not have a query or fragment".into());
+        }
+        Ok(EndpointUrl {
+            tls,
+            host,
+            port,
+            base_path: path.trim_end_matches('/').to_string(),
+        })
+    }
+
+    /// The Host header value.
+    pub fn authority(&self) -> String {
+        let default = if self.tls { 443 } else { 80 };
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        if self.port == default {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Provider {
+    pub name: String,
+    pub kind: ProviderKind,
+    pub endpoints: Vec<EndpointUrl>,
+    pub api_key: Option<String>,
+    pub health_check: Option<HealthCheck>,
+    pub self_hosted: bool,
+    pub eject_after_failures: u32,
+    pub eject_for: Duration,
+}
+
+/// Validates every provider; the index is each one's position in the file (for key paths).
+pub(super) fn validate(sections: &[ProviderSection], errs: &mut Vec<ConfigError>) -> Vec<Provider> {
+    let mut providers = Vec::new();
+    for (i, p) in sections.iter().enumerate() {
+        let at = |k: &str| format!("providers[{i}].{k}");
+        if p.name.is_empty() {
+            errs.push(err(at("name"), "must not be empty"));
+        }
+        if sections[..i].iter().any(|q| q.name == p.name) {
+            errs.push(err(at("name"), format!("duplicate provider `{}`", p.name)));
+        }
+        let kind = ProviderKind::parse(&p.kind).unwrap_or_else(|| {
+            let supported: Vec<_> = ProviderKind::ALL.iter().map(|k| k.as_str()).collect();
+            errs.push(err(
+                at("kind"),
+                format!(
+                    "unknown kind `{}`; supported: {}",
+                    p.kind,
+                    supported.join(", ")
+                ),
+            ));
+            ProviderKind::OpenAi
+        });
+        if p.endpoints.is_empty() {
+            errs.push(err(at("endpoints"), "must list at least one URL"));
+        }
+        let mut endpoints = Vec::new();
+        for (j, e) in p.endpoints.iter().enumerate() {
+            match EndpointUrl::parse(e) {
+                Ok(u) => endpoints.push(u),
+                Err(m) => errs.push(err(format!("providers[{i}].endpoints[{j}]"), m)),
+            }
+        }
+        if let Some(hc) = &p.health_check {
+            if !hc.path.starts_with('/') {
+                errs.push(err(at("health_check.path"), "must start with /"));
+            }
+            if hc.interval_ms < 10 {
+                errs.push(err(at("health_check.interval_ms"), "must be at least 10"));
+            }
+            if hc.timeout_ms == 0 {
+                errs.push(err(at("health_check.timeout_ms"), "must be above 0"));
+            }
+        }
+        if p.eject_after_failures == 0 {
+            errs.push(err(at("eject_after_failures"), "must be at least 1"));
+        }
+        let eject_for = secs(&at("eject_secs"), p.eject_secs, errs);
+        // A missing key variable is not an error: local providers need no key.
+        let api_key = p
+            .api_key_env
+            .as_ref()
+            .and_then(|v| std::env::var(v).ok())
+            .filter(|k| !k.is_empty());
+        providers.push(Provider {
+            name: p.name.clone(),
+            kind,
+            endpoints,
+            api_key,
+            health_check: p.health_check.clone(),
+            self_hosted: p.self_hosted,
+            eject_after_failures: p.eject_after_failures,
+            eject_for,
+        });
+    }
+    providers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_urls() {
+        let u = EndpointUrl::parse("https://api.openai.com").unwrap();
+        assert_eq!(
+            (u.tls, u.host.as_str(), u.port, u.base_path.as_str()),
+            (true, "api.openai.com", 443, "")
+        );
+        let u = EndpointUrl::parse("http://127.0.0.1:9000/openai/").unwrap();
+        assert_eq!(
+            (u.port, u.base_path.as_str(), u.authority()),
+            (9000, "/openai", "127.0.0.1:9000".into())
+        );
+        let u = EndpointUrl::parse("http://[::1]:81").unwrap();
+        assert_eq!(u.authority(), "[::1]:81");
+        for bad in ["ftp://x", "http://", "http://h:notaport", "http://h/x?y=1"] {
+            assert!(EndpointUrl::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn kinds_round_trip_and_unknown_ones_are_refused() {
+        for k in ProviderKind::ALL {
+            assert_eq!(ProviderKind::parse(k.as_str()), Some(k));
+        }
+        assert_eq!(ProviderKind::parse("grpc"), None);
+    }
+}

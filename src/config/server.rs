@@ -1,0 +1,105 @@
+//! `[server]`: listeners, the public URL, the admin token's variable, trusted proxies, limits
+//! on bodies and threads.
+
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+use tollgate_filters::net::Cidr;
+
+use super::error::{err, ConfigError};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSection {
+    pub listen: String,
+    pub metrics_listen: String,
+    pub public_url: String,
+    pub admin_token_env: String,
+    pub trusted_proxies: Vec<String>,
+    pub max_body_bytes: usize,
+    /// Worker threads of the proxy service (Pingora's `threads`).
+    pub threads: usize,
+    /// Seconds a stopping instance keeps serving in-flight requests.
+    pub graceful_shutdown_secs: u64,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            listen: "127.0.0.1:8080".into(),
+            metrics_listen: "127.0.0.1:9464".into(),
+            public_url: "http://127.0.0.1:8080".into(),
+            admin_token_env: "TOLLGATE_ADMIN_TOKEN".into(),
+            trusted_proxies: vec![],
+            max_body_bytes: 4 * 1024 * 1024,
+            threads: 2,
+            graceful_shutdown_secs: 10,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub listen: SocketAddr,
+    /// `None`: no metrics listener.
+    pub metrics_listen: Option<SocketAddr>,
+    pub public_url: String,
+    /// Read from `admin_token_env` at load time; `None` disables the admin API.
+    pub admin_token: Option<String>,
+    pub trusted_proxies: Vec<Cidr>,
+    pub max_body_bytes: usize,
+    pub threads: usize,
+    pub graceful_shutdown_secs: u64,
+}
+
+impl ServerSection {
+    pub(super) fn validate(&self, errs: &mut Vec<ConfigError>) -> Server {
+        let listen = self.listen.parse::<SocketAddr>().unwrap_or_else(|_| {
+            errs.push(err(
+                "server.listen",
+                "must be an address like 127.0.0.1:8080",
+            ));
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        });
+        let metrics_listen = if self.metrics_listen.is_empty() {
+            None
+        } else {
+            match self.metrics_listen.parse::<SocketAddr>() {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    errs.push(err("server.metrics_listen", "must be an address or empty"));
+                    None
+                }
+            }
+        };
+        if self.max_body_bytes < 1024 {
+            errs.push(err("server.max_body_bytes", "must be at least 1024"));
+        }
+        if self.threads == 0 {
+            errs.push(err("server.threads", "must be at least 1"));
+        }
+        let mut trusted_proxies = Vec::new();
+        for (i, c) in self.trusted_proxies.iter().enumerate() {
+            match Cidr::parse(c) {
+                Some(c) => trusted_proxies.push(c),
+                None => errs.push(err(
+                    format!("server.trusted_proxies[{i}]"),
+                    "must be an IP or CIDR like 10.0.0.0/8",
+                )),
+            }
+        }
+        let admin_token = std::env::var(&self.admin_token_env)
+            .ok()
+            .filter(|t| !t.is_empty());
+        Server {
+            listen,
+            metrics_listen,
+            public_url: self.public_url.clone(),
+            admin_token,
+            trusted_proxies,
+            max_body_bytes: self.max_body_bytes,
+            threads: self.threads,
+            graceful_shutdown_secs: self.graceful_shutdown_secs,
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! `[storage]`: the ledger database, the counter store (Redis) and the lease settings. Read at
+//! start only: a reload does not reconnect the stores.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::error::{err, secs, ConfigError};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageSection {
+    pub database_url: String,
+    pub redis_url: String,
+    /// A credit hold left by a crashed instance is refunded after this long. Longer than any
+    /// request may run.
+    pub hold_ttl_secs: f64,
+    /// How often each instance looks for expired holds.
+    pub hold_reap_interval_secs: f64,
+    /// `fail_open` (serve and count in-process when Redis fails) or `fail_closed` (503).
+    pub redis_failure_mode: String,
+    /// How long a rate-limit check may wait for Redis before the failure mode applies.
+    pub redis_timeout_ms: u64,
+    /// Prefix of every Redis key, so several deployments can share one Redis.
+    pub redis_prefix: String,
+    /// Credit leases (src/metering/leases.rs): an instance reserves this many requests' worth of
+    /// an account's holds at once and meters against it in memory. 0 turns leases off (every
+    /// request holds and settles in the database).
+    pub lease_holds: u64,
+    /// How often an instance writes its leased settlements (usage rows) to the ledger.
+    pub lease_sync_ms: u64,
+    /// A lease unused for this long is returned to the account's balance.
+    pub lease_idle_secs: f64,
+    /// Admission leases with Redis (src/limits/redis.rs): admissions reserved per Redis round
+    /// trip while an account is far from its limits. 0: every request is checked in Redis.
+    pub rate_limit_lease: u64,
+}
+
+impl Default for StorageSection {
+    fn default() -> Self {
+        StorageSection {
+            database_url: "sqlite://data/tollgate.db".into(),
+            redis_url: String::new(),
+            hold_ttl_secs: 900.0,
+            hold_reap_interval_secs: 30.0,
+            redis_failure_mode: "fail_open".into(),
+            redis_timeout_ms: 250,
+            redis_prefix: "tg".into(),
+            lease_holds: 256,
+            lease_sync_ms: 20,
+            lease_idle_secs: 2.0,
+            rate_limit_lease: 64,
+        }
+    }
+}
+
+/// What the rate limiter does when Redis does not answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureMode {
+    /// Serve, counting in-process (per instance) until Redis is back.
+    FailOpen,
+    /// Answer 503.
+    FailClosed,
+}
+
+impl FailureMode {
+    pub fn parse(s: &str) -> Option<FailureMode> {
+        match s {
+            "fail_open" => Some(FailureMode::FailOpen),
+            "fail_closed" => Some(FailureMode::FailClosed),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureMode::FailOpen => "fail_open",
+            FailureMode::FailClosed => "fail_closed",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Storage {
+    pub database_url: String,
+    /// `None`: in-process counters (one instance only).
+    pub redis_url: Option<String>,
+    pub hold_ttl: Duration,
+    pub hold_reap_interval: Duration,
+    pub redis_failure_mode: FailureMode,
+    pub redis_timeout: Duration,
+    pub redis_prefix: String,
+    pub lease_holds: u64,
+    pub lease_sync: Duration,
+    pub lease_idle: Duration,
+    pub rate_limit_lease: u64,
+}
+
+impl StorageSection {
+    pub(super) fn validate(&self, errs: &mut Vec<ConfigError>) -> Storage {
+        let hold_ttl = secs("storage.hold_ttl_secs", self.hold_ttl_secs, errs);
+        let hold_reap_interval = secs(
+            "storage.hold_reap_interval_secs",
+            self.hold_reap_interval_secs,
+            errs,
+        );
+        let redis_failure_mode =
+            FailureMode::parse(&self.redis_failure_mode).unwrap_or_else(|| {
+                errs.push(err(
+                    "storage.redis_failure_mode",
+                    "must be fail_open or fail_closed",
+                ));
+                FailureMode::FailOpen
+            });
+        let lease_idle = secs("storage.lease_idle_secs", self.lease_idle_secs, errs);
+        if !(1..=10_000).contains(&self.lease_sync_ms) {
+            errs.push(err("storage.lease_sync_ms", "must be 1 to 10000"));
+        }
+        if self.rate_limit_lease > 10_000 {
+            errs.push(err("storage.rate_limit_lease", "must be 0 (off) to 10000"));
+        }
+        if self.lease_holds > 1_000_000 {
+            errs.push(err("storage.lease_holds", "must be 0 (off) to 1000000"));
+        }
+        if self.redis_timeout_ms == 0 {
+            errs.push(err("storage.redis_timeout_ms", "must be above 0"));
+        }
+        let r = &self.redis_url;
+        if !(r.is_empty() || r.starts_with("redis://") || r.starts_with("rediss://")) {
+            errs.push(err(
+                "storage.redis_url",
+                "must be empty or start with redis://",
+            ));
+        }
+        let db = &self.database_url;
+        if !(db.starts_with("sqlite:")
+            || db.starts_with("postgres://")
+            || db.starts_with("postgresql://"))
+        {
+            errs.push(err(
+                "storage.database_url",
+                "must start with sqlite:, postgres:// or postgresql://",
+            ));
+        }
+        Storage {
+            database_url: self.database_url.clone(),
+            redis_url: (!r.is_empty()).then(|| r.clone()),
+            hold_ttl,
+            hold_reap_interval,
+            redis_failure_mode,
+            redis_timeout: Duration::from_millis(self.redis_timeout_ms),
+            redis_prefix: self.redis_prefix.clone(),
+            lease_holds: self.lease_holds,
+            lease_sync: Duration::from_millis(self.lease_sync_ms.max(1)),
+            lease_idle,
+            rate_limit_lease: self.rate_limit_lease,
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Credit holds and their settlement, one statement each (see the module doc of `ledger`),
+//! and the reaper's refund of holds left by a crashed instance.
+
+use sqlx::Row;
+use tollgate_filters::credits::HoldSize;
+
+use super::store::{on_pool, Ledger, Result, StoreError};
+
+/// Everything a settlement writes.
+#[derive(Debug, Clone)]
+pub struct Settlement {
+    pub hold_id: String,
+    pub request_id: String,
+    pub account_id: String,
+    pub key_id: Option<String>,
+    pub model_requested: String,
+    pub model_used: Option<String>,
+    pub provider: Option<String>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cost: i64,
+    pub status: i64,
+    pub latency_ms: i64,
+    pub now_ms: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    pub charged: i64,
+    pub balance: i64,
+}
+
+impl Ledger {
+    /// Places a hold of up to `size.wanted`, at least `size.minimum`, in one statement.
+    /// Returns `(held, balance_after)`, or `None` when the balance is below the minimum.
+    pub async fn hold(
+        &self,
+        hold_id: &str,
+        account_id: &str,
+        size: &HoldSize,
+        expires_at: i64,
+    ) -> Result<Option<(i64, i64)>> {
+        let row = match self {
+            // The INSERT reads the account under SQLite's write lock and the `holds_debit`
+            // trigger applies the debit, all in one atomic statement.
+            Ledger::Sqlite(p) => {
+                sqlx::query(
+                    "INSERT INTO holds (id, account_id, amount, expires_at, balance_after) \
+                     SELECT $1, user_id, MIN(balance, $2), $3, balance - MIN(balance, $2) FROM accounts WHERE user_id = $4 AND balance >= $5 \
+                     RETURNING amount, balance_after",
+                )
+                .bind(hold_id).bind(size.wanted).bind(expires_at).bind(account_id).bind(size.minimum)
+                .fetch_optional(p).await?
+                .map(|r| Ok::<_, StoreError>((r.try_get("amount")?, r.try_get("balance_after")?)))
+                .transpose()?
+            }
+            // The conditional UPDATE re-checks the balance under the row lock; the INSERT
+            // records the hold; one statement, one round trip.
+            Ledger::Postgres(p) => {
+                sqlx::query(
+                    "WITH a AS (UPDATE accounts SET scratch = LEAST(balance, $2), balance = balance - LEAST(balance, $2) \
+                       WHERE user_id = $4 AND balance >= $5 RETURNING scratch, balance) \
+                     INSERT INTO holds (id, account_id, amount, expires_at, balance_after) \
+                     SELECT $1, $4, scratch, $3, balance FROM a RETURNING amount, balance_after",
+                )
+                .bind(hold_id).bind(size.wanted).bind(expires_at).bind(account_id).bind(size.minimum)
+                .fetch_optional(p).await?
+                .map(|r| Ok::<_, StoreError>((r.try_get("amount")?, r.try_get("balance_after")?)))
+                .transpose()?
+            }
+        };
+        Ok(row)
+    }
+
+    /// Settles a hold to the actual cost and writes the request's one usage row, in one
+    /// statement: refund the hold less the charge (clamped so the balance stays ≥ 0), delete
+    /// the hold, insert the usage row. A hold already refunded by the reaper counts as 0.
+    pub async fn settle(&self, s: &Settlement) -> Result<Settled> {
+        // The hold id is the request id (one hold per request), which the SQLite trigger uses.
+        debug_assert_eq!(s.hold_id, s.request_id);
+        let row: (i64, i64) = match self {
+            Ledger::Sqlite(p) => {
+                let row = sqlx::query(
+                    "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after) \
+                     SELECT $1, a.user_id, $2, $3, $4, $5, $6, $7, MIN($8, a.balance + COALESCE(h.amount, 0)), $9, $10, $11, \
+                            a.balance + COALESCE(h.amount, 0) - MIN($8, a.balance + COALESCE(h.amount, 0)) \
+                     FROM accounts a LEFT JOIN holds h ON h.id = $1 WHERE a.user_id = $12 \
+                     RETURNING credits, balance_after",
+                )
+                .bind(&s.request_id).bind(&s.key_id).bind(&s.model_requested).bind(&s.model_used).bind(&s.provider)
+                .bind(s.prompt_tokens).bind(s.completion_tokens).bind(s.cost.max(0)).bind(s.status).bind(s.latency_ms).bind(s.now_ms)
+                .bind(&s.account_id)
+                .fetch_one(p).await?;
+                (row.try_get("credits")?, row.try_get("balance_after")?)
+            }
+            Ledger::Postgres(p) => {
+                let row = sqlx::query(
+                    "WITH h AS (DELETE FROM holds WHERE id = $1 RETURNING amount), \
+                          held AS (SELECT COALESCE((SELECT amount FROM h), 0) AS amount), \
+                          a AS (UPDATE accounts SET scratch = LEAST($8, balance + (SELECT amount FROM held)), \
+                                  balance = balance + (SELECT amount FROM held) - LEAST($8, balance + (SELECT amount FROM held)) \
+                                WHERE user_id = $12 RETURNING scratch, balance) \
+                     INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after) \
+                     SELECT $1, $12, $2, $3, $4, $5, $6, $7, a.scratch, $9, $10, $11, a.balance FROM a \
+                     RETURNING credits, balance_after",
+                )
+                .bind(&s.request_id).bind(&s.key_id).bind(&s.model_requested).bind(&s.model_used).bind(&s.provider)
+                .bind(s.prompt_tokens).bind(s.completion_tokens).bind(s.cost.max(0)).bind(s.status).bind(s.latency_ms).bind(s.now_ms)
+                .bind(&s.account_id)
+                .fetch_one(p).await?;
+                (row.try_get("credits")?, row.try_get("balance_after")?)
+            }
+        };
+        Ok(Settled {
+            charged: row.0,
+            balance: row.1,
+        })
+    }
+
+    /// Refunds holds past their expiry (left by a crashed instance). Each hold is deleted and
+    /// refunded in one transaction, so two instances reaping at once refund it once.
+    pub async fn release_expired_holds(&self, now: i64) -> Result<u64> {
+        on_pool!(self, p => {
+            let ids: Vec<String> = sqlx::query("SELECT id FROM holds WHERE expires_at < $1 LIMIT 500")
+                .bind(now).fetch_all(p).await?
+                .iter().map(|r| r.try_get("id")).collect::<std::result::Result<_, _>>()?;
+            let mut released = 0;
+            for id in ids {
+                let mut tx = p.begin().await?;
+                let row = sqlx::query("DELETE FROM holds WHERE id = $1 RETURNING account_id, amount")
+                    .bind(&id).fetch_optional(&mut *tx).await?;
+                if let Some(r) = row {
+                    let account: String = r.try_get("account_id")?;
+                    let amount: i64 = r.try_get("amount")?;
+                    sqlx::query("UPDATE accounts SET balance = balance + $1 WHERE user_id = $2")
+                        .bind(amount).bind(&account).execute(&mut *tx).await?;
+                    released += 1;
+                }
+                tx.commit().await?;
+            }
+            Ok(released)
+        })
+    }
+}

@@ -1,0 +1,104 @@
+//! One round of a credit lease (src/metering/leases.rs) in one transaction.
+
+use sqlx::Row;
+
+use super::credits::Settlement;
+use super::store::{on_pool, Ledger, Result};
+
+/// One round of a credit lease: see [`Ledger::lease_sync`].
+#[derive(Debug)]
+pub struct LeaseRound<'a> {
+    pub lease_id: &'a str,
+    pub account_id: &'a str,
+    /// Settlements metered against the lease (cost = the amount charged), each with the
+    /// balance its response reported.
+    pub rows: &'a [(Settlement, i64)],
+    pub topup: i64,
+    pub topup_min_balance: i64,
+    pub release: bool,
+    /// Without `release`: return this much of the lease to the balance and keep the rest.
+    pub give_back: i64,
+    pub expires_at: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseSynced {
+    /// The lease's row was gone (refunded by the reaper); the batch was charged directly.
+    pub lost: bool,
+    /// What the rows written in this round charged.
+    pub charged: i64,
+    pub topped_up: i64,
+    pub released: bool,
+    /// The account's balance in the database (outside every lease) after the round.
+    pub balance: i64,
+}
+
+impl Ledger {
+    /// One round of a credit lease (src/leases.rs), in one transaction: write the batch of
+    /// usage rows metered against the lease and take their charges out of the lease's row
+    /// (the balance paid for them when the lease was taken), renew the lease's expiry, then
+    /// either return what is left of it to the balance (`release`) or `give_back` of it, or move `topup` more into
+    /// it where the balance stays at least `topup_min_balance`. Rows already written (a retry
+    /// after a lost commit acknowledgement) are skipped and not charged again. A lease that the
+    /// reaper already refunded (`lost`) has its batch charged to the balance, clamped at zero.
+    pub async fn lease_sync(&self, r: &LeaseRound<'_>) -> Result<LeaseSynced> {
+        on_pool!(self, p => {
+            let mut tx = p.begin().await?;
+            let mut charged = 0i64;
+            for chunk in r.rows.chunks(500) {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, lease_id) ",
+                );
+                q.push_values(chunk, |mut b, (s, balance_after)| {
+                    b.push_bind(&s.request_id).push_bind(&s.account_id).push_bind(&s.key_id)
+                        .push_bind(&s.model_requested).push_bind(&s.model_used).push_bind(&s.provider)
+                        .push_bind(s.prompt_tokens).push_bind(s.completion_tokens).push_bind(s.cost)
+                        .push_bind(s.status).push_bind(s.latency_ms).push_bind(s.now_ms)
+                        .push_bind(*balance_after).push_bind(r.lease_id);
+                });
+                q.push(" ON CONFLICT (request_id) DO NOTHING RETURNING credits");
+                // Not kept in the statement cache: each batch size is a different statement,
+                // and a cache of up to 100 of them per connection held ~100 MB on SQLite.
+                for row in q.build().persistent(false).fetch_all(&mut *tx).await? {
+                    charged += row.try_get::<i64, _>("credits")?;
+                }
+            }
+            let kept = sqlx::query("UPDATE holds SET amount = amount - $1, expires_at = $2 WHERE id = $3 RETURNING amount")
+                .bind(charged).bind(r.expires_at).bind(r.lease_id)
+                .fetch_optional(&mut *tx).await?;
+            let lost = kept.is_none();
+            if lost {
+                sqlx::query("UPDATE accounts SET balance = CASE WHEN balance >= $1 THEN balance - $1 ELSE 0 END WHERE user_id = $2")
+                    .bind(charged).bind(r.account_id).execute(&mut *tx).await?;
+            }
+            let mut topped_up = 0;
+            let mut released = false;
+            if !lost && r.release {
+                let row = sqlx::query("DELETE FROM holds WHERE id = $1 RETURNING amount")
+                    .bind(r.lease_id).fetch_one(&mut *tx).await?;
+                let amount: i64 = row.try_get("amount")?;
+                sqlx::query("UPDATE accounts SET balance = balance + $1 WHERE user_id = $2")
+                    .bind(amount).bind(r.account_id).execute(&mut *tx).await?;
+                released = true;
+            } else if !lost && r.give_back > 0 {
+                sqlx::query("UPDATE holds SET amount = amount - $1 WHERE id = $2")
+                    .bind(r.give_back).bind(r.lease_id).execute(&mut *tx).await?;
+                sqlx::query("UPDATE accounts SET balance = balance + $1 WHERE user_id = $2")
+                    .bind(r.give_back).bind(r.account_id).execute(&mut *tx).await?;
+            } else if !lost && r.topup > 0 {
+                let moved = sqlx::query("UPDATE accounts SET balance = balance - $1 WHERE user_id = $2 AND balance >= $3")
+                    .bind(r.topup).bind(r.account_id).bind(r.topup_min_balance)
+                    .execute(&mut *tx).await?;
+                if moved.rows_affected() == 1 {
+                    sqlx::query("UPDATE holds SET amount = amount + $1 WHERE id = $2")
+                        .bind(r.topup).bind(r.lease_id).execute(&mut *tx).await?;
+                    topped_up = r.topup;
+                }
+            }
+            let balance: i64 = sqlx::query("SELECT balance FROM accounts WHERE user_id = $1")
+                .bind(r.account_id).fetch_one(&mut *tx).await?.try_get("balance")?;
+            tx.commit().await?;
+            Ok(LeaseSynced { lost, charged, topped_up, released, balance })
+        })
+    }
+}

@@ -1,0 +1,38 @@
+//! The ledger store: accounts, keys, sessions, credit holds, usage rows and credit-ledger
+//! entries, on SQLite (the embedded default) or Postgres, with the same SQL where the dialects
+//! agree.
+//!
+//! Credits never go below zero and are never lost or doubled:
+//! - a hold is one statement that debits `min(balance, wanted)` only where `balance >= minimum`
+//!   and records the hold (no row lock outlives the statement, none is held across the
+//!   upstream call);
+//! - a settlement is one statement that deletes the hold, refunds it less the charge and
+//!   writes the usage row (one round trip, no lock upgrade, so no settlement deadlock). On
+//!   Postgres these are data-modifying CTEs; on SQLite an `INSERT … SELECT` whose trigger
+//!   (migration 0002) moves the money inside the same statement;
+//! - a hold left by a crashed instance expires and is refunded by whichever instance deletes it
+//!   first; a settlement that finds its hold gone charges the balance directly, clamped at zero.
+//!
+//! Postgres statements that must return a value computed from the old row (the amount actually
+//! held or charged) write it to `accounts.scratch` in the same `UPDATE` and read it back with
+//! `RETURNING`: every `SET` expression is evaluated against the old row.
+//!
+//! # Layout
+//! One `impl Ledger` block per table group: [`store`] (the handle, connect, errors),
+//! [`accounts`], [`keys`], [`sessions`], [`credits`] (holds and settlement, the reaper),
+//! [`leases`] (credit-lease rounds), [`usage`].
+
+pub mod accounts;
+pub mod credits;
+pub mod keys;
+pub mod leases;
+pub mod sessions;
+pub mod store;
+pub mod usage;
+
+pub use accounts::Account;
+pub use credits::{Settled, Settlement};
+pub use keys::{KeyAuth, KeyRow, NewKey};
+pub use leases::{LeaseRound, LeaseSynced};
+pub use store::{Ledger, StoreError};
+pub use usage::{UsageAgg, UsageRow};

@@ -1,0 +1,287 @@
+//! The Redis counter store: one Lua script checks and counts a request in every window in one
+//! round trip, scored by Redis's own clock, so the limit holds exactly across instances. While
+//! an ident is far from its limits the same call reserves *admission leases*: admissions
+//! counted in Redis at once (every instance sees them) that this instance hands out without a
+//! round trip for up to a second; unused ones are removed again. A lease is granted only while
+//! every window keeps at least four times its size free, so near a limit every request is
+//! checked in Redis; the limit is never exceeded. While leased,
+//! `X-RateLimit-Remaining-Requests` counts down from Redis's figure at the lease.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use redis::aio::ConnectionManager;
+use tollgate_filters::ratelimit::{Decision, Window};
+
+/// The same algorithm as `tollgate_filters::ratelimit::check_and_count`, on sorted sets scored
+/// by Redis's own clock (instances' clocks may disagree; Redis has one). It can also reserve
+/// admissions for an admission lease (see [`Limiter`]).
+const SCRIPT: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local member = now .. ':' .. ARGV[1]
+-- ARGV[#ARGV]: admissions this instance asks to reserve beyond this request (a lease),
+-- granted only while every window keeps at least LEASE_SHARE times that much room.
+local want = tonumber(ARGV[#ARGV])
+local share = tonumber(ARGV[#ARGV - 1])
+local retry = 0
+local rep_limit, rep_rem, rep_reset = -1, -1, 0
+for i = 1, #KEYS do
+  local win = tonumber(ARGV[2 * i])
+  local limit = tonumber(ARGV[2 * i + 1])
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - win)
+  local count = redis.call('ZCARD', KEYS[i])
+  local reset = win
+  local first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
+  if #first > 0 then reset = tonumber(first[2]) + win - now end
+  if limit - count < share * (want + 1) then want = 0 end
+  if count >= limit then
+    local nth = redis.call('ZRANGE', KEYS[i], count - limit, count - limit, 'WITHSCORES')
+    local at = now
+    if #nth > 0 then at = tonumber(nth[2]) end
+    if at + win - now > retry then retry = at + win - now end
+    if rep_rem ~= 0 then rep_limit, rep_rem, rep_reset = limit, 0, reset end
+  else
+    local rem = limit - count - 1
+    if rep_rem < 0 or rem < rep_rem then rep_limit, rep_rem, rep_reset = limit, rem, reset end
+  end
+end
+if retry ~= 0 then want = 0 end
+if retry == 0 then
+  local args = {now, member}
+  -- Leased admissions are scored at the end of the lease's lifetime (ARGV[#ARGV - 2] ms), the
+  -- latest moment one can be used: each leaves its window no earlier than the request it admits
+  -- would, so leasing can only admit fewer, never more.
+  local leased_at = now + tonumber(ARGV[#ARGV - 2])
+  for j = 1, want do
+    args[#args + 1] = leased_at
+    args[#args + 1] = member .. ':' .. j
+  end
+  for i = 1, #KEYS do
+    redis.call('ZADD', KEYS[i], unpack(args))
+    redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[2 * i]))
+  end
+  if rep_rem > 0 then rep_rem = math.max(rep_rem - want, 0) end
+end
+return {retry == 0 and 1 or 0, rep_limit, rep_rem, rep_reset, retry, want, member}
+"#;
+
+/// A lease takes at most this share of a window's remaining room (the rest is admitted one
+/// request at a time, exactly).
+const LEASE_SHARE: u64 = 4;
+/// Leased admissions are used within this time of being counted, or given back. They are scored
+/// at the end of it, so they leave their window no earlier than the requests they admit.
+const LEASE_LIFETIME: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Admissions reserved in Redis for one ident on this instance.
+struct AdmitLease {
+    windows: Vec<Window>,
+    /// Reserved, unused sorted-set members, one per admission.
+    members: Vec<String>,
+    limit: u64,
+    remaining: u64,
+    reset_ms: i64,
+    granted: std::time::Instant,
+}
+
+/// Marks an ident as having a lease request in flight, until dropped (also when the Redis call
+/// is cancelled by its timeout).
+struct LeaseRequest {
+    set: Arc<Mutex<HashSet<String>>>,
+    ident: String,
+}
+
+impl LeaseRequest {
+    fn begin(set: &Arc<Mutex<HashSet<String>>>, ident: &str) -> Option<LeaseRequest> {
+        let mut s = set.lock().ok()?;
+        s.insert(ident.to_owned()).then(|| LeaseRequest {
+            set: set.clone(),
+            ident: ident.to_owned(),
+        })
+    }
+}
+
+impl Drop for LeaseRequest {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.set.lock() {
+            s.remove(&self.ident);
+        }
+    }
+}
+
+/// The Redis side of the limiter, with this instance's admission leases.
+pub struct RedisCounter {
+    /// Set by the counter service once Redis answers.
+    conn: tokio::sync::OnceCell<ConnectionManager>,
+    leases: Mutex<HashMap<String, AdmitLease>>,
+    /// Idents with a lease request in flight: concurrent misses are checked one by one instead
+    /// of each reserving a lease of their own (a burst would otherwise reserve many).
+    leasing: Arc<Mutex<HashSet<String>>>,
+    lease_size: u64,
+    prefix: String,
+    script: redis::Script,
+}
+
+impl RedisCounter {
+    pub fn new(prefix: String, lease_size: u64) -> RedisCounter {
+        RedisCounter {
+            conn: tokio::sync::OnceCell::new(),
+            leases: Mutex::new(HashMap::new()),
+            leasing: Default::default(),
+            lease_size,
+            prefix,
+            script: redis::Script::new(SCRIPT),
+        }
+    }
+
+    /// Publishes the connection (once; the manager reconnects by itself afterwards).
+    pub fn connected(&self, conn: ConnectionManager) {
+        let _ = self.conn.set(conn);
+    }
+
+    /// The connection, once the counter service has made it.
+    pub fn conn(&self) -> Option<ConnectionManager> {
+        self.conn.get().cloned()
+    }
+
+    /// One admission from this instance's lease for the ident, if it has a live one for these
+    /// windows.
+    pub fn take_leased(&self, ident: &str, windows: &[Window]) -> Option<Decision> {
+        if self.lease_size == 0 {
+            return None;
+        }
+        let mut map = self.leases.lock().ok()?;
+        let l = map.get_mut(ident)?;
+        if l.windows != windows || l.granted.elapsed() >= LEASE_LIFETIME {
+            return None;
+        }
+        l.members.pop()?;
+        l.remaining = l.remaining.saturating_sub(1);
+        let elapsed = l.granted.elapsed().as_millis() as i64;
+        Some(Decision {
+            admitted: true,
+            limit: l.limit,
+            remaining: l.remaining,
+            reset_ms: (l.reset_ms - elapsed).max(0),
+            retry_ms: 0,
+        })
+    }
+
+    /// Removes the unused admissions of expired (or superseded) leases from Redis. `only`:
+    /// just this ident's lease, if it is no longer usable for `windows`.
+    async fn return_leases(&self, conn: &mut ConnectionManager, only: Option<(&str, &[Window])>) {
+        let stale: Vec<(String, AdmitLease)> = {
+            let Ok(mut map) = self.leases.lock() else {
+                return;
+            };
+            let dead =
+                |l: &AdmitLease| l.granted.elapsed() >= LEASE_LIFETIME || l.members.is_empty();
+            let keys: Vec<String> = match only {
+                Some((ident, windows)) => map
+                    .get(ident)
+                    .filter(|l| dead(l) || l.windows != windows)
+                    .map(|_| vec![ident.to_owned()])
+                    .unwrap_or_default(),
+                None => map
+                    .iter()
+                    .filter(|(_, l)| dead(l))
+                    .map(|(k, _)| k.clone())
+                    .collect(),
+            };
+            keys.into_iter()
+                .filter_map(|k| map.remove(&k).map(|l| (k, l)))
+                .collect()
+        };
+        for (ident, l) in stale {
+            if l.members.is_empty() {
+                continue;
+            }
+            let mut pipe = redis::pipe();
+            for w in &l.windows {
+                pipe.zrem(self.key(&ident, w), &l.members).ignore();
+            }
+            if let Err(e) = pipe.query_async::<()>(conn).await {
+                // They stay counted until they age out of the window: this instance admits
+                // fewer, never more.
+                tracing::warn!(ident = %ident, "could not return leased admissions: {e}");
+            }
+        }
+    }
+
+    /// Background: returns expired leases' unused admissions (an instance that goes quiet must
+    /// not keep them counted).
+    pub async fn sweep(&self) {
+        if let Some(mut conn) = self.conn() {
+            self.return_leases(&mut conn, None).await;
+        }
+    }
+
+    fn key(&self, ident: &str, w: &Window) -> String {
+        // One log per window length: a changed limit (plan change, override) applies to the
+        // requests already counted. The hash tag keeps an ident's keys in one slot on Redis
+        // Cluster.
+        format!("{}:rl:{{{ident}}}:{}", self.prefix, w.window_ms)
+    }
+
+    pub async fn check(
+        &self,
+        mut conn: ConnectionManager,
+        ident: &str,
+        windows: &[Window],
+        member: &str,
+    ) -> redis::RedisResult<Decision> {
+        if self.lease_size > 0 {
+            self.return_leases(&mut conn, Some((ident, windows))).await;
+        }
+        let mut inv = self.script.prepare_invoke();
+        for w in windows {
+            inv.key(self.key(ident, w));
+        }
+        inv.arg(member);
+        for w in windows {
+            inv.arg(w.window_ms).arg(w.limit);
+        }
+        // No live lease could admit this request: ask for a new one along with it, unless
+        // another request of this ident is already asking.
+        let asking = (self.lease_size > 0)
+            .then(|| LeaseRequest::begin(&self.leasing, ident))
+            .flatten();
+        let want = if asking.is_some() { self.lease_size } else { 0 };
+        inv.arg(LEASE_LIFETIME.as_millis() as u64)
+            .arg(LEASE_SHARE)
+            .arg(want);
+        type Reply = (i64, i64, i64, i64, i64, u64, String);
+        let (admitted, limit, remaining, reset_ms, retry_ms, leased, base): Reply =
+            inv.invoke_async(&mut conn).await?;
+        if leased > 0 {
+            let members = (1..=leased).map(|j| format!("{base}:{j}"));
+            if let Ok(mut map) = self.leases.lock() {
+                match map.get_mut(ident).filter(|l| l.windows == windows) {
+                    // Two requests leased at once: keep both sets under the older lifetime
+                    // (the newer ones are returned early, never kept late).
+                    Some(l) => l.members.extend(members),
+                    None => {
+                        map.insert(
+                            ident.to_owned(),
+                            AdmitLease {
+                                windows: windows.to_vec(),
+                                members: members.collect(),
+                                limit: limit.max(0) as u64,
+                                remaining: remaining.max(0) as u64,
+                                reset_ms,
+                                granted: std::time::Instant::now(),
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        Ok(Decision {
+            admitted: admitted == 1,
+            limit: limit.max(0) as u64,
+            remaining: remaining.max(0) as u64,
+            reset_ms,
+            retry_ms,
+        })
+    }
+}

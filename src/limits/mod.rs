@@ -1,0 +1,173 @@
+//! Rate limits per plan (SPEC.md, Limits; DESIGN.md, Rules: Rate limits): [`admit`] decides
+//! whether one request may pass, and with which `X-RateLimit-*` headers.
+//!
+//! One sliding log per window (hour, day) per account, or per client IP for guests, checked and
+//! counted in one atomic step: in-process under a mutex ([`in_process`]), or in Redis by one Lua
+//! script ([`in_redis`]), so the limit holds exactly across any number of instances. When Redis
+//! fails, `fail_open` serves and counts in-process (per instance) and `fail_closed` answers 503;
+//! the Redis connection manager reconnects by itself, so recovery needs no restart.
+
+pub mod in_process;
+pub mod in_redis;
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use tollgate_filters::ratelimit::{format_reset, Decision, Window};
+use tollgate_filters::{ErrorKind, GatewayError};
+
+use crate::config::{plans, FailureMode, Plans};
+use crate::metrics::Metrics;
+
+/// Whose requests are counted.
+pub enum Who<'a> {
+    Account {
+        id: &'a str,
+        plan: &'a str,
+        /// Per-account overrides of the plan's limits (set by an admin).
+        per_hour: Option<i64>,
+        per_day: Option<i64>,
+    },
+    /// No key: the guest plan, per client IP.
+    Guest(Option<IpAddr>),
+}
+
+/// What [`admit`] decided: the headers every answer to this request carries, and the error
+/// when it may not pass.
+pub struct Verdict {
+    pub headers: Vec<(&'static str, String)>,
+    pub refused: Option<GatewayError>,
+}
+
+/// Checks and counts one request against its plan's windows. A refused request is not
+/// counted.
+pub async fn admit(
+    limiter: &Limiter,
+    plans: &Plans,
+    metrics: &Metrics,
+    who: &Who<'_>,
+    request_id: &str,
+) -> Verdict {
+    let (ident, plan, windows) = match who {
+        Who::Account {
+            id,
+            plan,
+            per_hour,
+            per_day,
+        } => (
+            format!("acct:{id}"),
+            *plan,
+            plans
+                .limits(plan)
+                .with_overrides(*per_hour, *per_day)
+                .windows(),
+        ),
+        Who::Guest(ip) => (
+            format!("ip:{}", ip.map(|i| i.to_string()).unwrap_or_default()),
+            plans::GUEST,
+            plans.limits(plans::GUEST).windows(),
+        ),
+    };
+    let d = match limiter
+        .check(&ident, &windows, request_id, plan, metrics)
+        .await
+    {
+        Ok(d) => d,
+        Err(e) => {
+            return Verdict {
+                headers: Vec::new(),
+                refused: Some(e),
+            }
+        }
+    };
+    let mut headers = Vec::new();
+    if d.limit > 0 {
+        headers.push(("X-RateLimit-Limit-Requests", d.limit.to_string()));
+        headers.push(("X-RateLimit-Remaining-Requests", d.remaining.to_string()));
+        headers.push(("X-RateLimit-Reset-Requests", format_reset(d.reset_ms)));
+    }
+    metrics
+        .ratelimit
+        .with_label_values(&[plan, if d.admitted { "admitted" } else { "limited" }])
+        .inc();
+    let refused = (!d.admitted).then(|| {
+        GatewayError::new(
+            ErrorKind::RateLimited {
+                retry_after: d.retry_after_secs(),
+            },
+            format!(
+                "rate limit of the {plan} plan reached ({} requests per window); retry after {} s",
+                d.limit,
+                d.retry_after_secs()
+            ),
+        )
+    });
+    Verdict { headers, refused }
+}
+
+/// Counts requests against windows: in Redis when configured (with admission leases), else
+/// in-process.
+pub struct Limiter {
+    local: in_process::LocalCounter,
+    /// `None`: no `redis_url`, counters in-process only.
+    pub redis: Option<in_redis::RedisCounter>,
+    mode: FailureMode,
+    timeout: Duration,
+}
+
+impl Limiter {
+    /// `redis`: the key prefix and admission-lease size when a Redis is configured.
+    pub fn new(redis: Option<(String, u64)>, mode: FailureMode, timeout: Duration) -> Limiter {
+        Limiter {
+            local: in_process::LocalCounter::default(),
+            redis: redis.map(|(prefix, lease)| in_redis::RedisCounter::new(prefix, lease)),
+            mode,
+            timeout,
+        }
+    }
+
+    /// Checks and counts one request for `ident` (e.g. `acct:usr_…` or `ip:1.2.3.4`).
+    /// `Err` only in `fail_closed` mode with Redis unavailable.
+    pub async fn check(
+        &self,
+        ident: &str,
+        windows: &[Window],
+        member: &str,
+        plan: &str,
+        metrics: &Metrics,
+    ) -> Result<Decision, GatewayError> {
+        if windows.is_empty() {
+            return Ok(Decision::unlimited());
+        }
+        if let Some(redis) = &self.redis {
+            if let Some(d) = redis.take_leased(ident, windows) {
+                metrics.ratelimit_leased.with_label_values(&[plan]).inc();
+                return Ok(d);
+            }
+            let failure = match redis.conn() {
+                Some(conn) => {
+                    let check = redis.check(conn, ident, windows, member);
+                    match tokio::time::timeout(self.timeout, check).await {
+                        Ok(Ok(d)) => return Ok(d),
+                        Ok(Err(e)) => e.to_string(),
+                        Err(_) => format!("no answer within {:?}", self.timeout),
+                    }
+                }
+                None => "not connected".to_string(),
+            };
+            let mode = self.mode.as_str();
+            metrics
+                .ratelimit_store_errors
+                .with_label_values(&[mode])
+                .inc();
+            tracing::warn!(mode, "rate-limit store unavailable: {failure}");
+            if self.mode == FailureMode::FailClosed {
+                return Err(GatewayError::new(
+                    ErrorKind::ServiceUnavailable,
+                    "rate limiting is unavailable; retry with backoff",
+                ));
+            }
+        }
+        Ok(self.local.check(ident, windows, crate::clock::now_ms()))
+    }
+}

@@ -1,0 +1,391 @@
+//! Credit leases, one per account this instance meters (the why and the guarantees are in
+//! the `metering` module doc): taking, topping up, settling against and returning them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::OwnedMutexGuard;
+use tollgate_filters::credits::HoldSize;
+
+use super::lease::{Lease, LeaseHold, Round};
+use crate::ledger::{LeaseRound, Ledger, Settlement, StoreError};
+
+/// A lease is never sized below this many micro-credits per hold (free models cost nothing per
+/// hold but still need a usage row per request).
+const MIN_HOLD_FOR_SIZING: i64 = 1_000;
+/// After the balance refused a lease, the account holds in the database for this long before
+/// this instance asks again.
+const REFUSED_FOR: Duration = Duration::from_secs(5);
+/// A lease's share of the balance: moved only while the balance stays at least this many times
+/// the amount moved.
+const BALANCE_MULTIPLE: i64 = 4;
+/// A round is due early once this many settlements wait.
+const BATCH_WAKE: usize = 256;
+
+pub struct Leases {
+    accounts: Mutex<HashMap<String, Entry>>,
+    factor: i64,
+    idle: Duration,
+    ttl: Duration,
+    renew: Duration,
+    pub sync_every: Duration,
+    instance: String,
+    seq: AtomicU64,
+    /// Wakes the background round early (a large batch is waiting).
+    pub wake: tokio::sync::Notify,
+}
+
+struct Entry {
+    /// Serialises database rounds for this account (background, inline top-ups and reads).
+    lock: Arc<tokio::sync::Mutex<()>>,
+    lease: Option<Lease>,
+    refused_until: Option<Instant>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding this lock cannot leave the map half-updated in a way that matters
+    // more than refusing all metering would, so keep going with the data.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Entry {
+    fn new() -> Entry {
+        Entry {
+            lock: Arc::new(tokio::sync::Mutex::new(())),
+            lease: None,
+            refused_until: None,
+        }
+    }
+
+    fn refused(&self) -> bool {
+        self.lease.is_none() && self.refused_until.is_some_and(|t| Instant::now() < t)
+    }
+}
+
+impl Leases {
+    /// `holds`: requests' worth of holds per lease (0: leases off); `instance`: this process's
+    /// id, part of every lease id.
+    pub fn new(
+        holds: u64,
+        sync_every: Duration,
+        idle: Duration,
+        ttl: Duration,
+        instance: String,
+    ) -> Leases {
+        // A crashed instance's lease comes back after this; the instance renews it long before.
+        let ttl = ttl.clamp(Duration::from_millis(100), Duration::from_secs(30));
+        Leases {
+            accounts: Mutex::new(HashMap::new()),
+            factor: holds as i64,
+            idle: idle.max(Duration::from_millis(10)),
+            // Renewed well before it could expire.
+            renew: (ttl / 4).min(Duration::from_secs(1)),
+            ttl,
+            sync_every: sync_every.max(Duration::from_millis(1)),
+            instance,
+            seq: AtomicU64::new(0),
+            wake: tokio::sync::Notify::new(),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.factor > 0
+    }
+
+    fn expires_at(&self) -> i64 {
+        crate::clock::now_ms() + self.ttl.as_millis() as i64
+    }
+
+    /// Takes a full hold from the account's lease, if it has one that can pay for it.
+    fn take(map: &mut HashMap<String, Entry>, account: &str, wanted: i64) -> Option<LeaseHold> {
+        map.get_mut(account)?
+            .lease
+            .as_mut()?
+            .take(wanted, Instant::now())
+    }
+
+    /// Places the hold against this instance's lease of the account's credits, taking or topping
+    /// up the lease first when needed. `Ok(None)`: the account's balance is too low to lease
+    /// (or leases are off); hold in the database instead.
+    pub async fn hold(
+        &self,
+        ledger: &Ledger,
+        account: &str,
+        size: &HoldSize,
+    ) -> Result<Option<LeaseHold>, StoreError> {
+        if !self.enabled() {
+            return Ok(None);
+        }
+        let wanted = size.wanted.max(0);
+        let lock = {
+            let mut map = locked(&self.accounts);
+            if let Some(h) = Self::take(&mut map, account, wanted) {
+                return Ok(Some(h));
+            }
+            let e = map.entry(account.to_owned()).or_insert_with(Entry::new);
+            if e.refused() {
+                return Ok(None);
+            }
+            e.lock.clone()
+        };
+        let _round = lock.lock().await;
+        let target = wanted.max(MIN_HOLD_FOR_SIZING).saturating_mul(self.factor);
+        let has_lease = {
+            let mut map = locked(&self.accounts);
+            // Another request may have taken or topped up the lease while this one waited.
+            if let Some(h) = Self::take(&mut map, account, wanted) {
+                return Ok(Some(h));
+            }
+            let e = map.entry(account.to_owned()).or_insert_with(Entry::new);
+            if e.refused() || e.lease.as_ref().is_some_and(|l| l.closing) {
+                return Ok(None);
+            }
+            if let Some(l) = e.lease.as_mut() {
+                l.target = l.target.max(target);
+            }
+            e.lease.is_some()
+        };
+        let placed = if has_lease {
+            self.top_up(ledger, account, wanted, target).await?
+        } else {
+            self.open(ledger, account, target).await?
+        };
+        if !placed {
+            return Ok(None);
+        }
+        let mut map = locked(&self.accounts);
+        Ok(Self::take(&mut map, account, wanted))
+    }
+
+    /// Tops the account's lease up so it can pay `wanted`; false (and the lease returned, the
+    /// account holding in the database for a while) when the balance cannot refill it.
+    async fn top_up(
+        &self,
+        ledger: &Ledger,
+        account: &str,
+        wanted: i64,
+        target: i64,
+    ) -> Result<bool, StoreError> {
+        let (need, top) = {
+            let map = locked(&self.accounts);
+            let l = map.get(account).and_then(|e| e.lease.as_ref());
+            let available = l.map_or(0, |l| l.available);
+            let top = l.map_or(target, |l| l.target) - available;
+            (wanted - available, top)
+        };
+        if self
+            .round(ledger, account, Round::TopUp(top.max(need)))
+            .await?
+        {
+            return Ok(true);
+        }
+        // Give back what is left so that the database hold can use it.
+        self.round(ledger, account, Round::Release).await?;
+        if let Some(e) = locked(&self.accounts).get_mut(account) {
+            e.refused_until = Some(Instant::now() + REFUSED_FOR);
+        }
+        Ok(false)
+    }
+
+    /// Opens a lease of `target` as one hold row, where the balance stays at least
+    /// `BALANCE_MULTIPLE` times that; false when it does not.
+    async fn open(&self, ledger: &Ledger, account: &str, target: i64) -> Result<bool, StoreError> {
+        let id: Arc<str> = format!(
+            "lease_{}_{}",
+            self.instance,
+            self.seq.fetch_add(1, Ordering::Relaxed)
+        )
+        .into();
+        let size = HoldSize {
+            prompt_cost: 0,
+            wanted: target,
+            minimum: target.saturating_mul(BALANCE_MULTIPLE),
+            output_per_1k: 0,
+        };
+        let got = ledger.hold(&id, account, &size, self.expires_at()).await?;
+        let mut map = locked(&self.accounts);
+        let e = map.entry(account.to_owned()).or_insert_with(Entry::new);
+        match got {
+            Some((held, balance)) => {
+                e.refused_until = None;
+                e.lease = Some(Lease::new(id, held, target, balance, Instant::now()));
+                Ok(true)
+            }
+            None => {
+                e.refused_until = Some(Instant::now() + REFUSED_FOR);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Settles a hold placed against a lease, in memory: returns `(charged, balance)`, or gives
+    /// the settlement back when that lease is gone (lost to the reaper), to be settled in the
+    /// database directly.
+    pub fn settle(
+        &self,
+        lease_id: &Arc<str>,
+        held: i64,
+        s: Settlement,
+    ) -> Result<(i64, i64), Box<Settlement>> {
+        let mut map = locked(&self.accounts);
+        let Some(l) = map
+            .get_mut(&s.account_id)
+            .and_then(|e| e.lease.as_mut())
+            .filter(|l| &l.id == lease_id)
+        else {
+            return Err(Box::new(s));
+        };
+        let done = l.settle(held, s, Instant::now());
+        if l.pending.len() >= BATCH_WAKE {
+            self.wake.notify_one();
+        }
+        Ok(done)
+    }
+
+    /// One database round for the account; the caller holds the account's round lock.
+    /// Returns false when a top-up was refused by the balance (or there is no lease).
+    async fn round(&self, ledger: &Ledger, account: &str, kind: Round) -> Result<bool, StoreError> {
+        let (lease_id, start) = {
+            let mut map = locked(&self.accounts);
+            let Some(l) = map.get_mut(account).and_then(|e| e.lease.as_mut()) else {
+                return Ok(false);
+            };
+            (l.id.clone(), l.start_round(kind))
+        };
+        let topup = match kind {
+            Round::TopUp(t) if !start.release => t.max(0),
+            _ => 0,
+        };
+        let r = LeaseRound {
+            lease_id: &lease_id,
+            account_id: account,
+            rows: &start.rows,
+            topup,
+            topup_min_balance: topup.saturating_mul(BALANCE_MULTIPLE),
+            release: start.release,
+            give_back: start.give_back,
+            expires_at: self.expires_at(),
+        };
+        let result = ledger.lease_sync(&r).await;
+        let mut map = locked(&self.accounts);
+        let Some(e) = map.get_mut(account) else {
+            return Ok(false);
+        };
+        let Some(l) = e.lease.as_mut().filter(|l| l.id == lease_id) else {
+            return Ok(false);
+        };
+        match result {
+            Ok(done) if done.lost => {
+                tracing::error!(
+                    lease = %lease_id,
+                    "credit lease was refunded by the reaper while in use (instance stalled past hold_ttl_secs); its batch was charged to the balance"
+                );
+                e.lease = None;
+                Ok(false)
+            }
+            Ok(done) if done.released => {
+                e.lease = None;
+                Ok(true)
+            }
+            Ok(done) => {
+                l.round_done(&done, Instant::now());
+                Ok(topup == 0 || done.topped_up > 0)
+            }
+            Err(err) => {
+                // A failed return stays `closing`; the background round tries it again.
+                l.round_failed(start);
+                Err(err)
+            }
+        }
+    }
+
+    /// The background round over every lease: write pending rows, top up leases below half
+    /// their target, renew expiries, return idle leases, forget old refusals.
+    pub async fn tick(&self, ledger: &Ledger) {
+        let now = Instant::now();
+        let work: Vec<(String, Arc<tokio::sync::Mutex<()>>, Round)> = {
+            let mut map = locked(&self.accounts);
+            map.retain(|_, e| {
+                e.lease.is_some()
+                    || e.refused_until.is_some_and(|t| now < t)
+                    || Arc::strong_count(&e.lock) > 1
+            });
+            map.iter()
+                .filter_map(|(account, e)| {
+                    let kind = e.lease.as_ref()?.due(now, self.idle, self.renew)?;
+                    Some((account.clone(), e.lock.clone(), kind))
+                })
+                .collect()
+        };
+        for (account, lock, kind) in work {
+            // A request topping up inline, or a read, is already doing this account's round.
+            let Ok(_round) = lock.try_lock() else {
+                continue;
+            };
+            if let Err(e) = self.round(ledger, &account, kind).await {
+                tracing::error!(account = %account, "credit lease round failed, will retry: {e}");
+            }
+        }
+    }
+
+    /// Writes this instance's pending rows for the account and keeps further rounds out while
+    /// the returned guard lives, so that a read of the balance plus [`Leases::available`] is
+    /// consistent.
+    pub async fn flush(
+        &self,
+        ledger: &Ledger,
+        account: &str,
+    ) -> Result<Option<OwnedMutexGuard<()>>, StoreError> {
+        self.round_now(ledger, account, Round::Flush).await
+    }
+
+    /// Writes pending rows and returns the account's lease to its balance (an admin adjustment
+    /// must see all of it). Holds in flight keep their lease until they settle.
+    pub async fn release(
+        &self,
+        ledger: &Ledger,
+        account: &str,
+    ) -> Result<Option<OwnedMutexGuard<()>>, StoreError> {
+        self.round_now(ledger, account, Round::Release).await
+    }
+
+    async fn round_now(
+        &self,
+        ledger: &Ledger,
+        account: &str,
+        kind: Round,
+    ) -> Result<Option<OwnedMutexGuard<()>>, StoreError> {
+        let Some(lock) = locked(&self.accounts).get(account).map(|e| e.lock.clone()) else {
+            return Ok(None);
+        };
+        let guard = lock.lock_owned().await;
+        self.round(ledger, account, kind).await?;
+        Ok(Some(guard))
+    }
+
+    /// What this instance's lease of the account has not yet held (0 without a lease).
+    pub fn available(&self, account: &str) -> i64 {
+        locked(&self.accounts)
+            .get(account)
+            .and_then(|e| e.lease.as_ref())
+            .map_or(0, |l| l.available)
+    }
+
+    /// Returns every lease (shutdown). Leases with holds in flight are flushed and left to
+    /// expire if they cannot be returned before the process ends.
+    pub async fn release_all(&self, ledger: &Ledger) {
+        let accounts: Vec<(String, Arc<tokio::sync::Mutex<()>>)> = locked(&self.accounts)
+            .iter()
+            .filter(|(_, e)| e.lease.is_some())
+            .map(|(a, e)| (a.clone(), e.lock.clone()))
+            .collect();
+        for (account, lock) in accounts {
+            let _round = lock.lock().await;
+            if let Err(e) = self.round(ledger, &account, Round::Release).await {
+                tracing::error!(account = %account, "could not return a credit lease at shutdown; it expires after hold_ttl_secs: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Credits on the chat path: the hold before forwarding and the settlement after
+//! (DESIGN.md, Rules: Credits).
+//!
+//! The hold covers the prompt (estimated without the tokenizer) and `max_tokens` at the highest
+//! rates among the route's candidates, since failover may land on any of them; when the balance
+//! cannot pay for all of that, `max_tokens` sent upstream is lowered to what it can pay. The
+//! settlement charges the actual usage at the rates of the model that served the request.
+//!
+//! Both go against this instance's credit lease of the account when it has one (in memory, the
+//! usage row written in the next batch; [`leases`]), else against the database directly.
+//! Inputs are narrow: the stores in a [`Meter`], the request's own facts as arguments; nothing
+//! here knows the HTTP request context.
+//!
+//! # Credit leases: the ledger off the request path
+//!
+//! Holding and settling every request in the database serialises an account's requests on its
+//! row (one commit each way, ~0.3–0.6 ms; README, Performance). Instead, an instance reserves a
+//! slice of the account's balance as one row in `holds` (a *lease*, `lease_holds` requests'
+//! worth of holds) and places and settles holds against it in memory. A background round every
+//! `lease_sync_ms` writes the settlements it metered as a batch of usage rows, takes their
+//! charges out of the lease's row, renews the lease's expiry and tops it up; a lease unused for
+//! `lease_idle_secs` (or at shutdown) is returned to the balance.
+//!
+//! What does not change:
+//! - The balance never goes below zero: a lease is moved out of the balance by a conditional
+//!   statement, and holds against it never exceed what it has left.
+//! - A lease takes at most a quarter of the balance, so an account near zero holds every request
+//!   in the database as before and is never refused while this instance still leases its money
+//!   (a lease that cannot be topped up is returned before the request falls back).
+//! - A crashed instance's lease expires and the reaper refunds it like any hold; what it lost are
+//!   the usage rows of at most one sync interval, whose requests then go uncharged (never twice).
+//! - Reads of the balance and usage on this instance (`/api/v1/me`, `/api/v1/usage`, the admin
+//!   view) first write this instance's pending rows, so they are exact here; another instance
+//!   sees the lease's unspent part as held until it is returned.
+
+pub mod lease;
+pub mod leases;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate_filters::credits::{self, size_hold};
+use tollgate_filters::route::ModelSpec;
+use tollgate_filters::Usage;
+
+use crate::ledger::{Ledger, Settlement, StoreError};
+use crate::metrics::Metrics;
+
+/// The stores metering works against.
+pub struct Meter<'a> {
+    pub ledger: &'a Ledger,
+    pub leases: &'a leases::Leases,
+    pub metrics: &'a Metrics,
+    /// A hold of its own expires (and the reaper refunds it) after this long.
+    pub hold_ttl: Duration,
+}
+
+/// A placed hold, carried with the request until settlement.
+#[derive(Debug, Clone)]
+pub struct PlacedHold {
+    pub account_id: String,
+    pub key_id: String,
+    pub held: i64,
+    /// The lease the hold was placed against; `None`: a hold row of its own.
+    pub lease: Option<Arc<str>>,
+}
+
+/// What placing a hold decided.
+#[derive(Debug)]
+pub enum Hold {
+    Placed {
+        hold: PlacedHold,
+        /// The `max_tokens` to send upstream; `None`: leave the client's value (or its absence).
+        max_tokens: Option<u64>,
+        /// The balance to show (`X-Credits-Remaining`) after the hold.
+        balance: i64,
+    },
+    /// Not even the prompt and one output token are affordable (402); the balance when known.
+    Refused { balance: Option<i64> },
+}
+
+/// What a request asks of the hold.
+pub struct HoldRequest<'a> {
+    pub request_id: &'a str,
+    pub account_id: &'a str,
+    pub key_id: &'a str,
+    /// The client's `max_tokens`, if any.
+    pub max_tokens: Option<u64>,
+    /// The `messages` of the request, for the prompt estimate.
+    pub messages: &'a serde_json::Value,
+}
+
+/// Places the hold for a keyed request over the route's candidates.
+pub async fn hold<'m>(
+    meter: &Meter<'_>,
+    req: &HoldRequest<'_>,
+    candidates: impl Iterator<Item = &'m ModelSpec>,
+) -> Result<Hold, StoreError> {
+    let (mut max_in, mut max_out, mut max_output_tokens) = (0u64, 0u64, 1u64);
+    for m in candidates {
+        max_in = max_in.max(m.input_micros_per_1k);
+        max_out = max_out.max(m.output_micros_per_1k);
+        max_output_tokens = max_output_tokens.max(m.max_output_tokens);
+    }
+    let max_tokens = req
+        .max_tokens
+        .unwrap_or(max_output_tokens)
+        .min(max_output_tokens);
+    let prompt = credits::estimate_prompt_tokens(req.messages);
+    let size = size_hold(prompt, max_tokens, max_in, max_out);
+    let placed = |held: i64, lease: Option<Arc<str>>, balance: i64, at: &str| {
+        meter.metrics.credit_holds.with_label_values(&[at]).inc();
+        let affordable = size.affordable_tokens(held, max_tokens);
+        Hold::Placed {
+            hold: PlacedHold {
+                account_id: req.account_id.to_owned(),
+                key_id: req.key_id.to_owned(),
+                held,
+                lease,
+            },
+            max_tokens: (affordable < max_tokens).then_some(affordable),
+            balance,
+        }
+    };
+    if let Some(l) = meter
+        .leases
+        .hold(meter.ledger, req.account_id, &size)
+        .await?
+    {
+        return Ok(placed(l.held, Some(l.lease_id), l.balance, "lease"));
+    }
+    let expires = crate::clock::now_ms() + meter.hold_ttl.as_millis() as i64;
+    let held = meter
+        .ledger
+        .hold(req.request_id, req.account_id, &size, expires)
+        .await?;
+    let leased = meter.leases.available(req.account_id);
+    match held {
+        Some((held, balance)) => Ok(placed(held, None, balance + leased, "database")),
+        None => {
+            let account = meter.ledger.account(req.account_id).await?;
+            Ok(Hold::Refused {
+                balance: account.map(|a| a.balance + leased),
+            })
+        }
+    }
+}
+
+/// What the request turned out to be, for its usage row.
+pub struct Served<'a> {
+    pub request_id: &'a str,
+    pub model_requested: &'a str,
+    pub model_used: Option<&'a str>,
+    pub provider: Option<&'a str>,
+    pub usage: Usage,
+    /// Rates (µcr per 1K in, out) of the model used; `None`: nothing was served, no charge.
+    pub rates: Option<(u64, u64)>,
+    pub status: u16,
+    pub latency_ms: i64,
+}
+
+/// Settles a hold: the actual cost of the model used (nothing when no model produced output),
+/// one usage row. Returns `(charged, balance to show)`; `None` when the ledger failed, in
+/// which case the hold stays and expires, and the reaper refunds it (nothing charged twice).
+pub async fn settle(
+    meter: &Meter<'_>,
+    hold: PlacedHold,
+    served: &Served<'_>,
+) -> Option<(i64, i64)> {
+    let cost = match served.rates {
+        Some((input, output)) => credits::cost(served.usage, input, output),
+        None => 0,
+    };
+    let s = Settlement {
+        hold_id: served.request_id.to_owned(),
+        request_id: served.request_id.to_owned(),
+        account_id: hold.account_id,
+        key_id: Some(hold.key_id),
+        model_requested: served.model_requested.to_owned(),
+        model_used: served.model_used.map(str::to_owned),
+        provider: served.provider.map(str::to_owned),
+        prompt_tokens: served.usage.prompt_tokens as i64,
+        completion_tokens: served.usage.completion_tokens as i64,
+        cost,
+        status: i64::from(if served.status == 0 {
+            200
+        } else {
+            served.status
+        }),
+        latency_ms: served.latency_ms,
+        now_ms: crate::clock::now_ms(),
+    };
+    let s = match &hold.lease {
+        Some(lease) => match meter.leases.settle(lease, hold.held, s) {
+            Ok(done) => return Some(done),
+            // The lease is gone (refunded by the reaper): its money is back in the balance,
+            // so charge the balance directly.
+            Err(s) => *s,
+        },
+        None => s,
+    };
+    match meter.ledger.settle(&s).await {
+        Ok(done) => Some((
+            done.charged,
+            done.balance + meter.leases.available(&s.account_id),
+        )),
+        Err(e) => {
+            tracing::error!(request_id = %served.request_id, "settlement failed, hold left to expire: {e}");
+            None
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Who is calling: an API key, a dashboard session, the admin token, or nobody (the guest
+//! tier); and the rate-limit identity that follows from it.
+//!
+//! No `Authorization` header is the guest tier (or a session, where the route accepts one);
+//! a header that is not a valid, live key is 401, never a silent fall back to guest.
+
+use std::net::IpAddr;
+
+use pingora::proxy::Session;
+use tollgate_filters::keys::{self, constant_time_eq};
+use tollgate_filters::net::Cidr;
+use tollgate_filters::{ErrorKind, GatewayError};
+
+use super::ctx::RequestCtx;
+use crate::accounts::SESSION_COOKIE;
+use crate::ledger::KeyAuth;
+use crate::limits::{self, Who};
+use crate::runtime::Shared;
+
+#[derive(Debug, Clone)]
+pub enum Caller {
+    Guest,
+    Key(KeyAuth),
+    /// A dashboard session (account id); never accepted on the chat path.
+    Session(String),
+    /// The holder of the admin token.
+    Admin,
+}
+
+impl Caller {
+    pub fn account_id(&self) -> Option<&str> {
+        match self {
+            Caller::Guest | Caller::Admin => None,
+            Caller::Key(k) => Some(&k.account_id),
+            Caller::Session(a) => Some(a),
+        }
+    }
+
+    /// The caller's account, or 401 for a caller without one.
+    pub fn account(&self) -> Result<&str, GatewayError> {
+        self.account_id().ok_or_else(|| {
+            GatewayError::new(
+                ErrorKind::Authentication,
+                "authentication required: send Authorization: Bearer <API key>",
+            )
+        })
+    }
+}
+
+/// Resolves the caller from the `Authorization` header, or with `allow_session` from the
+/// dashboard's session cookie.
+pub async fn authenticate(
+    shared: &Shared,
+    session: &Session,
+    allow_session: bool,
+) -> Result<Caller, GatewayError> {
+    let header = session.req_header().headers.get("authorization");
+    let Some(header) = header else {
+        if allow_session {
+            if let Some(sid) = session_cookie(session) {
+                let hash = keys::hash(&sid);
+                let now = crate::clock::now_ms();
+                if let Some(account) = shared.ledger()?.session_account(&hash, now).await? {
+                    return Ok(Caller::Session(account));
+                }
+            }
+        }
+        return Ok(Caller::Guest);
+    };
+    let bad = || GatewayError::new(ErrorKind::Authentication, "invalid or revoked API key");
+    let value = header.to_str().map_err(|_| bad())?;
+    let key = value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+        .ok_or_else(|| {
+            GatewayError::new(
+                ErrorKind::Authentication,
+                "Authorization must be `Bearer <API key>`",
+            )
+        })?
+        .trim();
+    let ledger = shared.ledger()?;
+    Ok(Caller::Key(shared.keys.resolve(ledger, key).await?))
+}
+
+/// The admin API's caller: the token of `server.admin_token_env`, compared in constant time.
+pub fn admin(shared: &Shared, session: &Session) -> Result<Caller, GatewayError> {
+    let rt = shared.runtime.load();
+    let Some(token) = rt.config.server.admin_token.as_deref() else {
+        return Err(GatewayError::new(
+            ErrorKind::Authentication,
+            "the admin API is disabled: no admin token is configured",
+        ));
+    };
+    let presented = session
+        .req_header()
+        .headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+        Ok(Caller::Admin)
+    } else {
+        Err(GatewayError::new(
+            ErrorKind::Authentication,
+            "invalid admin token",
+        ))
+    }
+}
+
+/// Counts the request against the caller's plan (accounts by id, guests by IP; sessions and
+/// the admin are not limited) and sets the `X-RateLimit-*` headers; 429 when a window is full.
+pub async fn admit(
+    shared: &Shared,
+    session: &Session,
+    ctx: &mut RequestCtx,
+    caller: &Caller,
+) -> Result<(), GatewayError> {
+    let rt = shared.runtime.load();
+    let who = match caller {
+        Caller::Key(k) => Who::Account {
+            id: &k.account_id,
+            plan: &k.plan,
+            per_hour: k.requests_per_hour,
+            per_day: k.requests_per_day,
+        },
+        Caller::Guest => Who::Guest(client_ip(session, &rt.config.server.trusted_proxies)),
+        Caller::Session(_) | Caller::Admin => return Ok(()),
+    };
+    let plans = &rt.config.plans;
+    let v = limits::admit(
+        &shared.limiter,
+        plans,
+        &shared.metrics,
+        &who,
+        &ctx.request_id,
+    )
+    .await;
+    for (name, value) in v.headers {
+        ctx.set_header(name, value);
+    }
+    v.refused.map_or(Ok(()), Err)
+}
+
+/// The client's IP: the peer, or for a peer in `trusted_proxies` the right-most untrusted
+/// address of `X-Forwarded-For`.
+pub fn client_ip(session: &Session, trusted: &[Cidr]) -> Option<IpAddr> {
+    let peer = session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| a.ip())?;
+    let xff = session
+        .req_header()
+        .headers
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok());
+    Some(tollgate_filters::net::client_ip(peer, xff, trusted))
+}
+
+pub fn session_cookie(session: &Session) -> Option<String> {
+    let h = session.req_header().headers.get("cookie")?.to_str().ok()?;
+    crate::accounts::cookie(h, SESSION_COOKIE).map(str::to_owned)
+}

@@ -1,0 +1,90 @@
+//! The request context: per-request state from the first filter to `logging`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use tollgate_filters::Usage;
+
+use crate::metering::{PlacedHold, Served};
+
+pub struct RequestCtx {
+    pub request_id: String,
+    pub start: Instant,
+    /// The route's label in metrics (`chat`, `models`, `api`, …).
+    pub route: &'static str,
+    pub status: u16,
+    pub error: Option<String>,
+    /// Set by the forwarding loop: what was served and what it used, for settlement.
+    pub model_requested: Option<String>,
+    pub model_used: Option<String>,
+    pub provider: Option<String>,
+    pub usage: Option<Usage>,
+    /// Usage came from the tokenizer, not the upstream.
+    pub usage_counted: bool,
+    pub client_gone: bool,
+    /// Rates (µcr per 1K in, out) of the model used, for settlement.
+    pub rates: Option<(u64, u64)>,
+    /// The credit hold, until settled.
+    pub hold: Option<PlacedHold>,
+    /// What settlement charged.
+    pub charged: Option<i64>,
+    /// Headers every response of this request carries (e.g. `X-Credits-Remaining`).
+    pub headers: Vec<(&'static str, String)>,
+}
+
+static REQUEST_SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn new_request_id() -> String {
+    // Random per process plus a sequence: unique without a syscall per request.
+    static PREFIX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let p = *PREFIX.get_or_init(rand::random::<u32>);
+    let n = REQUEST_SEQ.fetch_add(1, Ordering::Relaxed);
+    format!("req_{p:08x}{n:012x}")
+}
+
+impl RequestCtx {
+    pub fn new() -> RequestCtx {
+        RequestCtx {
+            request_id: new_request_id(),
+            start: Instant::now(),
+            route: "other",
+            status: 0,
+            error: None,
+            model_requested: None,
+            model_used: None,
+            provider: None,
+            usage: None,
+            usage_counted: false,
+            client_gone: false,
+            rates: None,
+            hold: None,
+            charged: None,
+            headers: Vec::new(),
+        }
+    }
+
+    pub fn set_header(&mut self, name: &'static str, value: String) {
+        self.headers.retain(|(k, _)| *k != name);
+        self.headers.push((name, value));
+    }
+
+    /// What the request turned out to be, for its usage row.
+    pub fn served(&self) -> Served<'_> {
+        Served {
+            request_id: &self.request_id,
+            model_requested: self.model_requested.as_deref().unwrap_or_default(),
+            model_used: self.model_used.as_deref(),
+            provider: self.provider.as_deref(),
+            usage: self.usage.unwrap_or_default(),
+            rates: self.rates,
+            status: self.status,
+            latency_ms: self.start.elapsed().as_millis() as i64,
+        }
+    }
+}
+
+impl Default for RequestCtx {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,261 @@
+//! The one route table. Every endpoint is a row (method, path pattern, who may call, the
+//! handler); 404 and 405 follow from it: a path no row matches is 404, a path some row matches
+//! under another method is 405. Adding an endpoint is adding a row here and its arm in
+//! [`dispatch`].
+
+use pingora::proxy::Session;
+use tollgate_filters::{ErrorKind, GatewayError};
+
+use super::caller::{self, Caller};
+use super::ctx::RequestCtx;
+use super::probes;
+use crate::chat::models::Listing;
+use crate::runtime::Shared;
+use crate::{accounts, admin, chat};
+
+/// Who may call a route; resolved before its handler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Nobody in particular (the handler may look itself).
+    Open,
+    /// An API key, or a dashboard session cookie.
+    KeyOrSession,
+    /// The admin token.
+    Admin,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handler {
+    Chat,
+    Models,
+    Pricing,
+    Healthz,
+    Readyz,
+    Signup,
+    Login,
+    Logout,
+    Me,
+    ListKeys,
+    CreateKey,
+    RevokeKey,
+    Usage,
+    AdminAccount,
+    AdminCredits,
+    AdminPlan,
+}
+
+struct Route {
+    method: &'static str,
+    /// Segments separated by `/`; `{id}` matches one non-empty segment.
+    path: &'static str,
+    access: Access,
+    handler: Handler,
+    /// The `route` label of the request metrics.
+    label: &'static str,
+}
+
+const fn route(
+    method: &'static str,
+    path: &'static str,
+    access: Access,
+    handler: Handler,
+    label: &'static str,
+) -> Route {
+    Route {
+        method,
+        path,
+        access,
+        handler,
+        label,
+    }
+}
+
+use Access::{Admin, KeyOrSession, Open};
+
+const ROUTES: &[Route] = &[
+    route("POST", "/v1/chat/completions", Open, Handler::Chat, "chat"),
+    route("GET", "/v1/models", Open, Handler::Models, "models"),
+    route(
+        "GET",
+        "/v1/models/pricing",
+        Open,
+        Handler::Pricing,
+        "pricing",
+    ),
+    route("GET", "/healthz", Open, Handler::Healthz, "healthz"),
+    route("GET", "/readyz", Open, Handler::Readyz, "readyz"),
+    route("POST", "/api/v1/auth/signup", Open, Handler::Signup, "api"),
+    route("POST", "/api/v1/auth/login", Open, Handler::Login, "api"),
+    route("POST", "/api/v1/auth/logout", Open, Handler::Logout, "api"),
+    route("GET", "/api/v1/auth/me", KeyOrSession, Handler::Me, "api"),
+    route(
+        "GET",
+        "/api/v1/keys",
+        KeyOrSession,
+        Handler::ListKeys,
+        "api",
+    ),
+    route(
+        "POST",
+        "/api/v1/keys",
+        KeyOrSession,
+        Handler::CreateKey,
+        "api",
+    ),
+    route(
+        "DELETE",
+        "/api/v1/keys/{id}",
+        KeyOrSession,
+        Handler::RevokeKey,
+        "api",
+    ),
+    route("GET", "/api/v1/usage", KeyOrSession, Handler::Usage, "api"),
+    route(
+        "GET",
+        "/api/v1/admin/accounts/{id}",
+        Admin,
+        Handler::AdminAccount,
+        "api",
+    ),
+    route(
+        "POST",
+        "/api/v1/admin/accounts/{id}/credits",
+        Admin,
+        Handler::AdminCredits,
+        "api",
+    ),
+    route(
+        "PUT",
+        "/api/v1/admin/accounts/{id}/plan",
+        Admin,
+        Handler::AdminPlan,
+        "api",
+    ),
+];
+
+/// `Some(id)` when `path` matches `pattern` (the `{id}` segment's value, or "" without one).
+fn matches<'p>(pattern: &str, path: &'p str) -> Option<&'p str> {
+    let mut id = "";
+    let mut want = pattern.split('/');
+    let mut got = path.split('/');
+    loop {
+        match (want.next(), got.next()) {
+            (None, None) => return Some(id),
+            (Some("{id}"), Some(seg)) if !seg.is_empty() => id = seg,
+            (Some(w), Some(g)) if w == g => {}
+            _ => return None,
+        }
+    }
+}
+
+/// The row for this request and its `{id}`, or the 404/405 the table implies.
+fn find<'p>(method: &str, path: &'p str) -> Result<(&'static Route, &'p str), GatewayError> {
+    let mut path_known = false;
+    for r in ROUTES {
+        if let Some(id) = matches(r.path, path) {
+            if r.method == method {
+                return Ok((r, id));
+            }
+            path_known = true;
+        }
+    }
+    Err(if path_known {
+        GatewayError::new(
+            ErrorKind::MethodNotAllowed,
+            format!("method {method} is not allowed on {path}"),
+        )
+    } else {
+        GatewayError::new(ErrorKind::NotFound, format!("no route for {method} {path}"))
+    })
+}
+
+/// Routes the request and runs its handler; `Err` is answered by the caller.
+pub async fn dispatch(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<(), GatewayError> {
+    let path = session.req_header().uri.path().to_owned();
+    let method = session.req_header().method.as_str().to_owned();
+    let (route, id) = match find(&method, &path) {
+        Ok(found) => found,
+        Err(e) => {
+            ctx.route = if path.starts_with("/api/v1/") {
+                "api"
+            } else {
+                "other"
+            };
+            return Err(e);
+        }
+    };
+    ctx.route = route.label;
+    let caller = match route.access {
+        Open => Caller::Guest,
+        KeyOrSession => caller::authenticate(shared, session, true).await?,
+        Admin => caller::admin(shared, session)?,
+    };
+    match route.handler {
+        Handler::Chat => chat::handle(shared, session, ctx).await,
+        Handler::Models => chat::models::handle(shared, session, ctx, Listing::Models).await,
+        Handler::Pricing => chat::models::handle(shared, session, ctx, Listing::Pricing).await,
+        Handler::Healthz => probes::healthz(session, ctx).await,
+        Handler::Readyz => probes::readyz(shared, session, ctx).await,
+        Handler::Signup => accounts::signup::signup(shared, session, ctx).await,
+        Handler::Login => accounts::signup::login(shared, session, ctx).await,
+        Handler::Logout => accounts::signup::logout(shared, session, ctx).await,
+        Handler::Me => accounts::signup::me(shared, session, ctx, &caller).await,
+        Handler::ListKeys => accounts::keys::list_keys(shared, session, ctx, &caller).await,
+        Handler::CreateKey => accounts::keys::create_key(shared, session, ctx, &caller).await,
+        Handler::RevokeKey => accounts::keys::revoke_key(shared, session, ctx, &caller, id).await,
+        Handler::Usage => accounts::usage::usage(shared, session, ctx, &caller).await,
+        Handler::AdminAccount => admin::account(shared, session, ctx, id).await,
+        Handler::AdminCredits => admin::credits(shared, session, ctx, id).await,
+        Handler::AdminPlan => admin::plan(shared, session, ctx, id).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_is_found_by_its_own_method_and_path() {
+        for r in ROUTES {
+            let path = r.path.replace("{id}", "abc");
+            let (found, id) = find(r.method, &path).unwrap_or_else(|e| panic!("{}: {e}", r.path));
+            assert_eq!(found.handler, r.handler);
+            assert_eq!(id, if r.path.contains("{id}") { "abc" } else { "" });
+        }
+    }
+
+    #[test]
+    fn unknown_paths_are_404_and_other_methods_405() {
+        let status = |m: &str, p: &str| find(m, p).err().map(|e| e.status());
+        assert_eq!(status("GET", "/v2/nothing"), Some(404));
+        assert_eq!(status("GET", "/v1/chat/completions"), Some(405));
+        assert_eq!(status("PATCH", "/api/v1/keys"), Some(405));
+        assert_eq!(
+            status("DELETE", "/api/v1/keys/"),
+            Some(404),
+            "an empty id is no id"
+        );
+        assert_eq!(status("GET", "/api/v1/keys/k/extra"), Some(404));
+        assert_eq!(status("DELETE", "/api/v1/admin/accounts/usr_1"), Some(405));
+        assert_eq!(status("GET", "/api/v1/admin/nothing"), Some(404));
+        assert_eq!(status("GET", "/v1/models/"), Some(404));
+    }
+
+    #[test]
+    fn no_two_rows_share_a_method_and_path() {
+        for (i, a) in ROUTES.iter().enumerate() {
+            for b in &ROUTES[i + 1..] {
+                assert!(
+                    !(a.method == b.method && a.path == b.path),
+                    "{} {}",
+                    a.method,
+                    a.path
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! What a request reads: the config snapshot with its upstream pools ([`Runtime`], swapped whole
+//! on SIGHUP while requests in flight keep the snapshot they started with), and the state
+//! shared by every service of the process ([`Shared`]: stores, caches, limiter, leases).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use pingora::connectors::http::Connector;
+use tollgate_filters::{ErrorKind, GatewayError};
+
+use crate::accounts::key_cache::KeyCache;
+use crate::accounts::throttle::LoginThrottle;
+use crate::config::{Config, Storage};
+use crate::ledger::Ledger;
+use crate::limits::Limiter;
+use crate::metering::leases::Leases;
+use crate::metering::Meter;
+use crate::metrics::Metrics;
+use crate::upstream::{self, Pool};
+
+pub struct Runtime {
+    pub config: Config,
+    pub pools: HashMap<String, Arc<Pool>>,
+}
+
+impl Runtime {
+    /// Resolves every provider's hosts and builds its pool.
+    pub async fn build(config: Config) -> Result<Runtime, String> {
+        let mut pools = HashMap::new();
+        for p in &config.providers {
+            let resolved = upstream::resolve(p).await;
+            pools.insert(p.name.clone(), Arc::new(upstream::build_pool(p, resolved)?));
+        }
+        Ok(Runtime { config, pools })
+    }
+}
+
+/// Everything shared by the services of one process.
+pub struct Shared {
+    pub runtime: ArcSwap<Runtime>,
+    pub config_path: PathBuf,
+    pub metrics: Metrics,
+    /// Set once by the ledger service, inside Pingora's long-lived runtime.
+    pub ledger: tokio::sync::OnceCell<Ledger>,
+    pub keys: KeyCache,
+    pub throttle: LoginThrottle,
+    pub limiter: Limiter,
+    pub leases: Leases,
+    /// Storage settings as read at start (not reloadable).
+    pub storage: Storage,
+    /// Pooled upstream connections (Pingora's HTTP connector).
+    pub connector: Connector,
+    /// Unix seconds at start: the `created` of every model in `GET /v1/models`.
+    pub started: i64,
+}
+
+impl Shared {
+    pub fn new(runtime: Runtime, config_path: PathBuf) -> Arc<Shared> {
+        let storage = runtime.config.storage.clone();
+        let instance = crate::accounts::random_id(10).unwrap_or_else(|_| "instance".into());
+        Arc::new(Shared {
+            runtime: ArcSwap::from_pointee(runtime),
+            config_path,
+            metrics: Metrics::new(),
+            ledger: tokio::sync::OnceCell::new(),
+            keys: KeyCache::default(),
+            throttle: LoginThrottle::default(),
+            limiter: Limiter::new(
+                storage
+                    .redis_url
+                    .as_ref()
+                    .map(|_| (storage.redis_prefix.clone(), storage.rate_limit_lease)),
+                storage.redis_failure_mode,
+                storage.redis_timeout,
+            ),
+            leases: Leases::new(
+                storage.lease_holds,
+                storage.lease_sync,
+                storage.lease_idle,
+                storage.hold_ttl,
+                instance,
+            ),
+            storage,
+            connector: Connector::new(None),
+            started: crate::clock::now_secs(),
+        })
+    }
+
+    /// The ledger, or 503 while the store is still connecting.
+    pub fn ledger(&self) -> Result<&Ledger, GatewayError> {
+        self.ledger.get().ok_or_else(|| {
+            GatewayError::new(
+                ErrorKind::ServiceUnavailable,
+                "the ledger store is not connected yet; retry shortly",
+            )
+        })
+    }
+
+    /// The stores credit metering works against.
+    pub fn meter(&self) -> Result<Meter<'_>, GatewayError> {
+        Ok(Meter {
+            ledger: self.ledger()?,
+            leases: &self.leases,
+            metrics: &self.metrics,
+            hold_ttl: self.storage.hold_ttl,
+        })
+    }
+}

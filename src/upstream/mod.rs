@@ -1,0 +1,11 @@
+//! Upstreams: one pool per provider ([`pool`]) on `pingora-load-balancing`, built from
+//! endpoints resolved at start and reload ([`resolve`]), checked actively ([`health`]) and
+//! passively, and what each provider kind means on the wire ([`provider`]).
+
+pub mod health;
+pub mod pool;
+pub mod provider;
+pub mod resolve;
+
+pub use pool::{build_pool, Endpoint, Pool};
+pub use resolve::resolve;
