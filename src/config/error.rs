@@ -30,4 +30,3 @@ pub(super) fn secs(path: &str, v: f64, errs: &mut Vec<ConfigError>) -> Duration 
     }
     Duration::from_secs_f64(v)
 }
-

@@ -20,8 +20,8 @@ pub mod storage;
 pub mod timeouts;
 
 pub use billing::Billing;
-pub use error::ConfigError;
 use error::err;
+pub use error::ConfigError;
 pub use mcp::Mcp;
 pub use plans::Plans;
 pub use providers::{EndpointUrl, Provider, ProviderKind};

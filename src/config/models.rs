@@ -7,8 +7,8 @@ use serde::Deserialize;
 use tollgate_filters::route::{Catalog, ModelSpec, Tier, MIN_NOTICE_SECS};
 use tollgate_filters::time::parse_date;
 
-use super::providers::ProviderSection;
 use super::error::{err, ConfigError};
+use super::providers::ProviderSection;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -5,6 +5,7 @@ use sqlx::Row;
 
 use super::keys::NewKey;
 use super::store::{on_pool, Ledger, Result};
+use crate::config::plans::FREE;
 
 #[derive(Debug, Clone)]
 pub struct Account {
@@ -64,9 +65,9 @@ impl Ledger {
         on_pool!(self, p => {
             let mut tx = p.begin().await?;
             let inserted = sqlx::query(
-                "INSERT INTO accounts (user_id, email, password_hash, plan, balance, created_at) VALUES ($1, $2, $3, 'free', $4, $5)",
+                "INSERT INTO accounts (user_id, email, password_hash, plan, balance, created_at) VALUES ($1, $2, $3, $6, $4, $5)",
             )
-            .bind(user_id).bind(email).bind(password_hash).bind(grant).bind(now)
+            .bind(user_id).bind(email).bind(password_hash).bind(grant).bind(now).bind(FREE)
             .execute(&mut *tx)
             .await;
             if let Err(e) = inserted {
@@ -87,7 +88,7 @@ impl Ledger {
             Ok(Some(Account {
                 user_id: user_id.to_owned(),
                 email: email.map(str::to_owned),
-                plan: "free".into(),
+                plan: FREE.into(),
                 balance: grant,
                 requests_per_hour: None,
                 requests_per_day: None,
