@@ -122,12 +122,6 @@ pub(super) fn validate(
             }
             m
         });
-        if plan.stripe_price.as_deref().is_some_and(str::is_empty) {
-            errs.push(err(
-                format!("plans.{name}.stripe_price"),
-                "must not be empty (omit it for a plan not sold through Stripe)",
-            ));
-        }
         configured.insert(
             name.clone(),
             Plan {
@@ -217,20 +211,14 @@ mod tests {
 
     #[test]
     fn bad_values_are_reported_with_their_path() {
-        let sections: BTreeMap<String, PlanSection> = toml::from_str(
-            "[free]\nrequests_per_day = 0\ngrant_credits = -5\n[pro]\nstripe_price = \"\"\n",
-        )
-        .unwrap();
+        let sections: BTreeMap<String, PlanSection> =
+            toml::from_str("[free]\nrequests_per_day = 0\ngrant_credits = -5\n").unwrap();
         let mut errs = Vec::new();
         validate(&sections, &mut errs);
         let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(
             paths,
-            [
-                "plans.free.requests_per_day",
-                "plans.free.grant_credits",
-                "plans.pro.stripe_price"
-            ]
+            ["plans.free.requests_per_day", "plans.free.grant_credits"]
         );
     }
 }

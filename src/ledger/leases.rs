@@ -34,7 +34,7 @@ pub struct LeaseSynced {
 }
 
 impl Ledger {
-    /// One round of a credit lease (src/leases.rs), in one transaction: write the batch of
+    /// One round of a credit lease (src/metering/leases.rs), in one transaction: write the batch of
     /// usage rows metered against the lease and take their charges out of the lease's row
     /// (the balance paid for them when the lease was taken), renew the lease's expiry, then
     /// either return what is left of it to the balance (`release`) or `give_back` of it, or move `topup` more into

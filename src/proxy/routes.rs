@@ -148,25 +148,62 @@ fn matches<'p>(pattern: &str, path: &'p str) -> Option<&'p str> {
     }
 }
 
-/// The row for this request and its `{id}`, or the 404/405 the table implies.
-fn find<'p>(method: &str, path: &'p str) -> Result<(&'static Route, &'p str), GatewayError> {
-    let mut path_known = false;
+/// What the table says of a method and path.
+enum Lookup<'p> {
+    /// The row and the value of its `{id}` segment ("" without one).
+    Found(&'static Route, &'p str),
+    /// Rows match the path under other methods (405); who may call them.
+    WrongMethod(Access),
+    /// No row matches the path (404).
+    NotFound,
+}
+
+fn find<'p>(method: &str, path: &'p str) -> Lookup<'p> {
+    let mut other = None;
     for r in ROUTES {
         if let Some(id) = matches(r.path, path) {
             if r.method == method {
-                return Ok((r, id));
+                return Lookup::Found(r, id);
             }
-            path_known = true;
+            other = Some(r.access);
         }
     }
-    Err(if path_known {
-        GatewayError::new(
-            ErrorKind::MethodNotAllowed,
-            format!("method {method} is not allowed on {path}"),
-        )
-    } else {
-        GatewayError::new(ErrorKind::NotFound, format!("no route for {method} {path}"))
-    })
+    other.map_or(Lookup::NotFound, Lookup::WrongMethod)
+}
+
+/// The error for a request the table has no row for. The caller is checked first where the
+/// path is guarded: nothing under `/api/v1/admin/` is revealed without the admin token, and a
+/// key's or session's endpoints answer a bad key with 401 before a wrong method with 405.
+async fn refuse(
+    shared: &Shared,
+    session: &Session,
+    method: &str,
+    path: &str,
+    lookup: Lookup<'_>,
+) -> GatewayError {
+    if path.starts_with("/api/v1/admin/") {
+        if let Err(e) = caller::admin(shared, session) {
+            return e;
+        }
+        return GatewayError::new(
+            ErrorKind::NotFound,
+            format!("no admin route for {method} {path}"),
+        );
+    }
+    match lookup {
+        Lookup::WrongMethod(access) => {
+            if access == KeyOrSession {
+                if let Err(e) = caller::authenticate(shared, session, true).await {
+                    return e;
+                }
+            }
+            GatewayError::new(
+                ErrorKind::MethodNotAllowed,
+                format!("method {method} is not allowed on {path}"),
+            )
+        }
+        _ => GatewayError::new(ErrorKind::NotFound, format!("no route for {method} {path}")),
+    }
 }
 
 /// Routes the request and runs its handler; `Err` is answered by the caller.
@@ -178,14 +215,14 @@ pub async fn dispatch(
     let path = session.req_header().uri.path().to_owned();
     let method = session.req_header().method.as_str().to_owned();
     let (route, id) = match find(&method, &path) {
-        Ok(found) => found,
-        Err(e) => {
+        Lookup::Found(route, id) => (route, id),
+        miss => {
             ctx.route = if path.starts_with("/api/v1/") {
                 "api"
             } else {
                 "other"
             };
-            return Err(e);
+            return Err(refuse(shared, session, &method, &path, miss).await);
         }
     };
     ctx.route = route.label;
@@ -218,11 +255,21 @@ pub async fn dispatch(
 mod tests {
     use super::*;
 
+    fn status(method: &str, path: &str) -> u16 {
+        match find(method, path) {
+            Lookup::Found(..) => 200,
+            Lookup::WrongMethod(_) => 405,
+            Lookup::NotFound => 404,
+        }
+    }
+
     #[test]
     fn every_row_is_found_by_its_own_method_and_path() {
         for r in ROUTES {
             let path = r.path.replace("{id}", "abc");
-            let (found, id) = find(r.method, &path).unwrap_or_else(|e| panic!("{}: {e}", r.path));
+            let Lookup::Found(found, id) = find(r.method, &path) else {
+                panic!("{} {} not found", r.method, r.path);
+            };
             assert_eq!(found.handler, r.handler);
             assert_eq!(id, if r.path.contains("{id}") { "abc" } else { "" });
         }
@@ -230,19 +277,21 @@ mod tests {
 
     #[test]
     fn unknown_paths_are_404_and_other_methods_405() {
-        let status = |m: &str, p: &str| find(m, p).err().map(|e| e.status());
-        assert_eq!(status("GET", "/v2/nothing"), Some(404));
-        assert_eq!(status("GET", "/v1/chat/completions"), Some(405));
-        assert_eq!(status("PATCH", "/api/v1/keys"), Some(405));
+        assert_eq!(status("GET", "/v2/nothing"), 404);
+        assert_eq!(status("GET", "/v1/chat/completions"), 405);
+        assert_eq!(status("PATCH", "/api/v1/keys"), 405);
+        assert_eq!(status("GET", "/api/v1/auth/signup"), 405);
         assert_eq!(
             status("DELETE", "/api/v1/keys/"),
-            Some(404),
+            404,
             "an empty id is no id"
         );
-        assert_eq!(status("GET", "/api/v1/keys/k/extra"), Some(404));
-        assert_eq!(status("DELETE", "/api/v1/admin/accounts/usr_1"), Some(405));
-        assert_eq!(status("GET", "/api/v1/admin/nothing"), Some(404));
-        assert_eq!(status("GET", "/v1/models/"), Some(404));
+        assert_eq!(status("GET", "/api/v1/keys/k/extra"), 404);
+        assert_eq!(status("GET", "/v1/models/"), 404);
+        assert!(matches!(
+            find("PUT", "/api/v1/usage"),
+            Lookup::WrongMethod(Access::KeyOrSession)
+        ));
     }
 
     #[test]
