@@ -1,22 +1,20 @@
 //! Accounts, keys, sessions and the admin API, with bad input on every endpoint. Runs on
 //! SQLite, and on Postgres when `TOLLGATE_TEST_DATABASE_URL` is set.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::*;
+use tollgate_testkit::*;
 
-async fn gateway() -> (FakeProvider, Gateway) {
-    let fake = FakeProvider::start("p").await;
+async fn gateway() -> (FakeOpenAi, Gateway) {
+    let fake = FakeOpenAi::start("p").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}{}{}",
         provider("p", &[&fake], ""),
         model("paid-2024-01-01", "p", "economy", ""),
         model("free-2024-01-01", "p", "normal", "guest = true"),
     );
-    let gw = Gateway::start(&cfg).await;
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     (fake, gw)
 }
 
@@ -384,15 +382,16 @@ async fn keys_issue_list_revoke_and_auth_errors() {
 
 #[tokio::test]
 async fn revoked_key_is_refused_on_a_second_instance_within_5_seconds() {
-    let fake = FakeProvider::start("p").await;
+    let fake = FakeOpenAi::start("p").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}{}",
         provider("p", &[&fake], ""),
         model("m", "p", "economy", "")
     );
-    let a = Gateway::start(&cfg).await;
+    let a = Gateway::start(tollgate_bin!(), &cfg).await;
     let shared_db = a.config_db();
     let b = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             database_url: Some(shared_db),

@@ -1,21 +1,19 @@
 //! Chat completions through the real gateway: JSON and SSE field by field, large bodies,
 //! aliases and tiers, usage kept or stripped, the tokenizer fallback, and bad input.
 
-mod support;
-
 use serde_json::{json, Value};
-use support::*;
 use tollgate_filters::tokens;
+use tollgate_testkit::*;
 
-async fn one_provider() -> (FakeProvider, Gateway) {
-    let fake = FakeProvider::start("alpha").await;
+async fn one_provider() -> (FakeOpenAi, Gateway) {
+    let fake = FakeOpenAi::start("alpha").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}{}{}[aliases]\n\"small\" = \"alpha-2024-01-01\"\n",
         provider("p", &[&fake], ""),
         model("alpha-2024-01-01", "p", "economy", ""),
         model("beta-2024-01-01", "p", "powerful", ""),
     );
-    let gw = Gateway::start(&cfg).await;
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     (fake, gw)
 }
 
@@ -40,10 +38,13 @@ async fn json_response_field_by_field() {
     assert_eq!(v["choices"][0]["message"]["role"], "assistant");
     assert_eq!(v["choices"][0]["message"]["content"], fake.reply_text());
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
-    let words = fake.state.words.len() as u64;
-    assert_eq!(v["usage"]["prompt_tokens"], fake::PROMPT_TOKENS);
+    let words = fake.reply_words() as u64;
+    assert_eq!(v["usage"]["prompt_tokens"], FakeOpenAi::PROMPT_TOKENS);
     assert_eq!(v["usage"]["completion_tokens"], words);
-    assert_eq!(v["usage"]["total_tokens"], fake::PROMPT_TOKENS + words);
+    assert_eq!(
+        v["usage"]["total_tokens"],
+        FakeOpenAi::PROMPT_TOKENS + words
+    );
 
     // The upstream saw its own model name, the extra parameters and no compression.
     let sent = &fake.requests()[0];
@@ -118,7 +119,7 @@ async fn usage_chunk_kept_when_asked() {
     assert_eq!(usage.len(), 1);
     assert_eq!(
         usage[0]["usage"]["completion_tokens"],
-        fake.state.words.len() as u64
+        fake.reply_words() as u64
     );
     assert_eq!(usage[0]["choices"], json!([]));
 }

@@ -3,19 +3,17 @@
 //! crashed instance's holds come back. Runs on SQLite, and on Postgres when
 //! `TOLLGATE_TEST_DATABASE_URL` is set.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tollgate_filters::tokens;
+use tollgate_testkit::*;
 
 /// Rates that make the arithmetic exact: 1 credit / 1K input tokens (1,000 µcr a token) and
 /// 2 credits / 1K output tokens (2,000 µcr a token) for `cheap`; 3 and 5 for `dear`.
-fn config(primary: &FakeProvider, secondary: &FakeProvider) -> String {
+fn config(primary: &FakeOpenAi, secondary: &FakeOpenAi) -> String {
     format!(
         "{FAST_TIMEOUTS}{}{}{}{}",
         provider("p1", &[primary], ""),
@@ -57,13 +55,10 @@ fn header_micros(r: &Response) -> i64 {
 
 #[tokio::test]
 async fn json_and_stream_are_charged_exactly_and_match_the_usage_row() {
-    let (a, b) = (
-        FakeProvider::start("a").await,
-        FakeProvider::start("b").await,
-    );
-    let gw = Gateway::start(&config(&a, &b)).await;
-    let words = a.state.words.len() as i64;
-    let expected = fake::PROMPT_TOKENS as i64 * 1_000 + words * 2_000;
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
+    let gw = Gateway::start(tollgate_bin!(), &config(&a, &b)).await;
+    let words = a.reply_words() as i64;
+    let expected = FakeOpenAi::PROMPT_TOKENS as i64 * 1_000 + words * 2_000;
 
     let before = balance(&gw, &gw.key).await;
     let r = gw
@@ -81,7 +76,7 @@ async fn json_and_stream_are_charged_exactly_and_match_the_usage_row() {
     let row = &u["recent"][0];
     assert_eq!(row["request_id"], r.header("x-request-id").unwrap());
     assert_eq!(micros(&row["credits"]), expected);
-    assert_eq!(row["prompt_tokens"], fake::PROMPT_TOKENS);
+    assert_eq!(row["prompt_tokens"], FakeOpenAi::PROMPT_TOKENS);
     assert_eq!(row["completion_tokens"], words);
     assert_eq!(row["model_used"], "cheap");
     assert_eq!(row["status"], 200);
@@ -107,13 +102,10 @@ async fn json_and_stream_are_charged_exactly_and_match_the_usage_row() {
 
 #[tokio::test]
 async fn after_failover_the_used_models_rate_is_charged() {
-    let (a, b) = (
-        FakeProvider::start("a").await,
-        FakeProvider::start("b").await,
-    );
-    let gw = Gateway::start(&config(&a, &b)).await;
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
+    let gw = Gateway::start(tollgate_bin!(), &config(&a, &b)).await;
     a.set_mode(Mode::Status(503));
-    let words = b.state.words.len() as i64;
+    let words = b.reply_words() as i64;
     let before = balance(&gw, &gw.key).await;
     let r = gw
         .chat(json!({"model":"cheap","messages":user("hi")}))
@@ -121,17 +113,14 @@ async fn after_failover_the_used_models_rate_is_charged() {
     assert_eq!(r.json()["model"], "dear");
     assert_eq!(
         before - balance(&gw, &gw.key).await,
-        fake::PROMPT_TOKENS as i64 * 3_000 + words * 5_000
+        FakeOpenAi::PROMPT_TOKENS as i64 * 3_000 + words * 5_000
     );
 }
 
 #[tokio::test]
 async fn a_failed_request_costs_nothing_but_is_recorded() {
-    let (a, b) = (
-        FakeProvider::start("a").await,
-        FakeProvider::start("b").await,
-    );
-    let gw = Gateway::start(&config(&a, &b)).await;
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
+    let gw = Gateway::start(tollgate_bin!(), &config(&a, &b)).await;
     a.set_mode(Mode::Status(500));
     b.set_mode(Mode::Status(502));
     let before = balance(&gw, &gw.key).await;
@@ -166,12 +155,9 @@ async fn a_failed_request_costs_nothing_but_is_recorded() {
 
 #[tokio::test]
 async fn client_gone_mid_stream_is_charged_for_what_was_delivered() {
-    let (a, b) = (
-        FakeProvider::start("a").await,
-        FakeProvider::start("b").await,
-    );
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
     a.set_mode(Mode::Slow(Duration::from_millis(300)));
-    let gw = Gateway::start(&config(&a, &b)).await;
+    let gw = Gateway::start(tollgate_bin!(), &config(&a, &b)).await;
     let before = balance(&gw, &gw.key).await;
     let body =
         serde_json::to_vec(&json!({"model":"cheap","messages":user("hi"),"stream":true})).unwrap();
@@ -211,7 +197,7 @@ async fn client_gone_mid_stream_is_charged_for_what_was_delivered() {
         micros(&row["credits"]),
         "the usage row matches the balance"
     );
-    let full = a.state.words.len() as i64;
+    let full = a.reply_words() as i64;
     let completion = row["completion_tokens"].as_i64().unwrap();
     assert!(
         completion >= 1 && completion < full,
@@ -225,12 +211,10 @@ async fn client_gone_mid_stream_is_charged_for_what_was_delivered() {
 
 #[tokio::test]
 async fn max_tokens_is_lowered_to_what_the_balance_pays_and_402_below_one_token() {
-    let (a, b) = (
-        FakeProvider::start("a").await,
-        FakeProvider::start("b").await,
-    );
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
     // b is the dearer candidate of the tier, so the hold uses its rates (3 in, 5 out).
     let gw = Gateway::start_opts(
+        tollgate_bin!(),
         &config(&a, &b),
         Opts {
             credits: Some(0.1),
@@ -267,7 +251,7 @@ async fn max_tokens_is_lowered_to_what_the_balance_pays_and_402_below_one_token(
 
 #[tokio::test]
 async fn two_hundred_concurrent_requests_on_two_instances_never_overdraw() {
-    let a = FakeProvider::start("a").await;
+    let a = FakeOpenAi::start("a").await;
     // One model, so the hold (12 estimated prompt tokens + 8 output = 28,000 µcr) is close to
     // the price (11 + 8 tokens = 27,000 µcr) and the balance covers about 50 requests.
     let per_request = 27_000i64;
@@ -277,6 +261,7 @@ async fn two_hundred_concurrent_requests_on_two_instances_never_overdraw() {
         provider("p1", &[&a], "")
     );
     let one = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             credits: Some(initial as f64 / 1e6),
@@ -285,6 +270,7 @@ async fn two_hundred_concurrent_requests_on_two_instances_never_overdraw() {
     )
     .await;
     let two = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             database_url: Some(one.config_db()),
@@ -349,14 +335,12 @@ async fn two_hundred_concurrent_requests_on_two_instances_never_overdraw() {
 
 #[tokio::test]
 async fn a_crashed_instances_hold_is_released_and_never_doubled() {
-    let (a, b) = (
-        FakeProvider::start("a").await,
-        FakeProvider::start("b").await,
-    );
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
     a.set_mode(Mode::Slow(Duration::from_millis(400)));
     let cfg = config(&a, &b);
     let storage = "hold_ttl_secs = 1.5\nhold_reap_interval_secs = 0.3".to_string();
     let mut doomed = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             storage: storage.clone(),
@@ -365,6 +349,7 @@ async fn a_crashed_instances_hold_is_released_and_never_doubled() {
     )
     .await;
     let survivor = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             database_url: Some(doomed.config_db()),
@@ -438,13 +423,11 @@ async fn admin_view(gw: &Gateway, user_id: &str) -> Value {
 
 #[tokio::test]
 async fn leased_credits_on_two_instances_are_exact_and_come_back_when_idle() {
-    let (a, b) = (
-        FakeProvider::start("a").await,
-        FakeProvider::start("b").await,
-    );
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
     let cfg = config(&a, &b);
     let storage = "lease_holds = 16\nlease_idle_secs = 0.5\nlease_sync_ms = 10".to_string();
     let one = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             storage: storage.clone(),
@@ -453,6 +436,7 @@ async fn leased_credits_on_two_instances_are_exact_and_come_back_when_idle() {
     )
     .await;
     let two = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             database_url: Some(one.config_db()),
@@ -527,11 +511,9 @@ async fn leased_credits_on_two_instances_are_exact_and_come_back_when_idle() {
 
 #[tokio::test]
 async fn an_admin_debit_can_take_credits_this_instance_leases() {
-    let (a, b) = (
-        FakeProvider::start("a").await,
-        FakeProvider::start("b").await,
-    );
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
     let gw = Gateway::start_opts(
+        tollgate_bin!(),
         &config(&a, &b),
         Opts {
             storage: "lease_holds = 64".into(),
@@ -559,14 +541,12 @@ async fn an_admin_debit_can_take_credits_this_instance_leases() {
 
 #[tokio::test]
 async fn a_stopped_instance_returns_its_lease_at_once() {
-    let (a, b) = (
-        FakeProvider::start("a").await,
-        FakeProvider::start("b").await,
-    );
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
     let cfg = config(&a, &b);
     // Leases would otherwise stay out for 30 s after a crash and 600 s when idle.
     let storage = "lease_idle_secs = 600".to_string();
     let mut one = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             storage: storage.clone(),
@@ -575,6 +555,7 @@ async fn a_stopped_instance_returns_its_lease_at_once() {
     )
     .await;
     let two = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             database_url: Some(one.config_db()),

@@ -1,14 +1,12 @@
 //! What operators and model-list clients see: the lists, pricing, the deprecation lifecycle,
 //! metrics, SIGHUP reload with a request in flight, and `check-config`.
 
-mod support;
-
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use support::*;
 use tollgate_filters::time::format_date;
+use tollgate_testkit::*;
 
 fn date_in_days(days: i64) -> String {
     let now = SystemTime::now()
@@ -18,7 +16,7 @@ fn date_in_days(days: i64) -> String {
     format_date(now + days * 86_400)
 }
 
-async fn catalog_gateway(fake: &FakeProvider) -> Gateway {
+async fn catalog_gateway(fake: &FakeOpenAi) -> Gateway {
     let noticed = format!(
         "deprecated_at = \"{}\"\nretires_at = \"{}\"\nreplacement = \"new-2026-06-01\"",
         date_in_days(-5),
@@ -43,12 +41,12 @@ async fn catalog_gateway(fake: &FakeProvider) -> Gateway {
         model("gone-2023-01-01", "p", "normal", &gone),
         model("big-2026-01-01", "p", "powerful", ""),
     );
-    Gateway::start(&cfg).await
+    Gateway::start(tollgate_bin!(), &cfg).await
 }
 
 #[tokio::test]
 async fn model_list_and_pricing() {
-    let fake = FakeProvider::start("p").await;
+    let fake = FakeOpenAi::start("p").await;
     let gw = catalog_gateway(&fake).await;
     let r = get(gw.addr, "/v1/models").await;
     assert_eq!(r.status, 200);
@@ -107,7 +105,7 @@ async fn model_list_and_pricing() {
 
 #[tokio::test]
 async fn deprecation_headers_replacement_then_404() {
-    let fake = FakeProvider::start("p").await;
+    let fake = FakeOpenAi::start("p").await;
     let gw = catalog_gateway(&fake).await;
     // In notice: served as itself, with Deprecation and Sunset.
     let r = gw
@@ -143,7 +141,7 @@ async fn deprecation_headers_replacement_then_404() {
 
 #[tokio::test]
 async fn metrics_and_health_endpoints() {
-    let fake = FakeProvider::start("p").await;
+    let fake = FakeOpenAi::start("p").await;
     let gw = catalog_gateway(&fake).await;
     gw.chat(json!({"model":"new","messages":user("hi")})).await;
     fake.set_mode(Mode::Status(500));
@@ -169,14 +167,14 @@ async fn metrics_and_health_endpoints() {
 
 #[tokio::test]
 async fn sighup_reloads_without_dropping_a_request_in_flight() {
-    let fake = FakeProvider::start("p").await;
+    let fake = FakeOpenAi::start("p").await;
     fake.set_mode(Mode::Slow(Duration::from_millis(150)));
     let before = format!(
         "{FAST_TIMEOUTS}{}{}",
         provider("p", &[&fake], ""),
         model("m1", "p", "economy", "")
     );
-    let gw = Gateway::start(&before).await;
+    let gw = Gateway::start(tollgate_bin!(), &before).await;
     let addr = gw.addr;
     let key = gw.key.clone();
     let in_flight = tokio::spawn(async move {
@@ -289,7 +287,7 @@ fn check_config_reports_every_problem_with_its_path() {
 
 #[tokio::test]
 async fn served_model_listing_survives_garbage_requests() {
-    let fake = FakeProvider::start("p").await;
+    let fake = FakeOpenAi::start("p").await;
     let gw = catalog_gateway(&fake).await;
     // A request line that is not HTTP, then a header block that never ends properly.
     let _ = raw_request_lossy(gw.addr, b"GARBAGE\r\n\r\n").await;

@@ -3,18 +3,16 @@
 //! charged, exactness across two instances sharing Redis, and Redis failure modes with
 //! recovery. In-process counters by default; Redis when `TOLLGATE_TEST_REDIS_URL` is set.
 
-mod support;
-
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::*;
+use tollgate_testkit::*;
 
 const PLANS: &str = "[plans.free]\nrequests_per_hour = 3\nrequests_per_day = 5\n\n[plans.pro]\nrequests_per_hour = 4\n\n[plans.guest]\nrequests_per_hour = 2\nrequests_per_day = 2\n\n[plans.smb]\nrequests_per_hour = 10\nrequests_per_day = 3\n";
 
-async fn gateway(extra_server: &str, plan: &str) -> (FakeProvider, Gateway) {
-    let fake = FakeProvider::start("p").await;
+async fn gateway(extra_server: &str, plan: &str) -> (FakeOpenAi, Gateway) {
+    let fake = FakeOpenAi::start("p").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}{}{}",
         provider("p", &[&fake], ""),
@@ -22,6 +20,7 @@ async fn gateway(extra_server: &str, plan: &str) -> (FakeProvider, Gateway) {
         model("g", "p", "normal", "guest = true"),
     );
     let gw = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             plans: Some(format!("{PLANS}{extra_server}")),
@@ -174,7 +173,7 @@ async fn guests_are_limited_by_ip_and_spoofed_forwarded_for_changes_nothing() {
 
 #[tokio::test]
 async fn trusted_proxies_make_forwarded_for_the_guest_identity() {
-    let fake = FakeProvider::start("p").await;
+    let fake = FakeOpenAi::start("p").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}{}",
         provider("p", &[&fake], ""),
@@ -182,6 +181,7 @@ async fn trusted_proxies_make_forwarded_for_the_guest_identity() {
     );
     // The harness writes [server] itself; trusted_proxies goes in through a reload-free start.
     let gw = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             plans: Some(PLANS.into()),
@@ -216,13 +216,14 @@ async fn trusted_proxies_make_forwarded_for_the_guest_identity() {
 
 #[tokio::test]
 async fn exactly_the_limit_is_admitted_under_300_concurrent_requests() {
-    let fake = FakeProvider::start("p").await;
+    let fake = FakeOpenAi::start("p").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}{}",
         provider("p", &[&fake], ""),
         model("m", "p", "economy", "")
     );
     let one = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             plan: Some("free".into()),
@@ -236,6 +237,7 @@ async fn exactly_the_limit_is_admitted_under_300_concurrent_requests() {
     let two = if redis_url().is_some() {
         Some(
             Gateway::start_opts(
+                tollgate_bin!(),
                 &cfg,
                 Opts {
                     database_url: Some(one.config_db()),
@@ -346,7 +348,7 @@ async fn redis_failure_modes_and_recovery() {
         eprintln!("SKIPPED: no redis-server on this machine");
         return;
     };
-    let fake = FakeProvider::start("p").await;
+    let fake = FakeOpenAi::start("p").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}{}",
         provider("p", &[&fake], ""),
@@ -355,6 +357,7 @@ async fn redis_failure_modes_and_recovery() {
     let url = format!("redis://127.0.0.1:{port}/");
     // A free account: limited, so every request goes to the counter store.
     let open = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             redis_url: Some(url.clone()),
@@ -364,6 +367,7 @@ async fn redis_failure_modes_and_recovery() {
     )
     .await;
     let closed = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             redis_url: Some(url.clone()),
@@ -410,6 +414,7 @@ async fn redis_failure_modes_and_recovery() {
     // Pointed at a dead port from the start: the configured mode applies at once.
     let dead = format!("redis://127.0.0.1:{}/", free_port());
     let never = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             redis_url: Some(dead),
@@ -447,7 +452,7 @@ async fn admission_leases_far_from_the_limit_never_exceed_it() {
         eprintln!("skipped: admission leases need Redis (TOLLGATE_TEST_REDIS_URL)");
         return;
     };
-    let fake = FakeProvider::start("p").await;
+    let fake = FakeOpenAi::start("p").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}{}",
         provider("p", &[&fake], ""),
@@ -455,6 +460,7 @@ async fn admission_leases_far_from_the_limit_never_exceed_it() {
     );
     let storage = "rate_limit_lease = 16".to_string();
     let one = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             storage: storage.clone(),
@@ -465,6 +471,7 @@ async fn admission_leases_far_from_the_limit_never_exceed_it() {
     one.admin_plan(&one.user_id, "business", Some(600), None)
         .await;
     let two = Gateway::start_opts(
+        tollgate_bin!(),
         &cfg,
         Opts {
             database_url: Some(one.config_db()),

@@ -4,11 +4,9 @@
 //! `.ci/run` set up `.venv`). Without one the test says so and passes, unless
 //! `TOLLGATE_TEST_REQUIRE_SERVICES=1` (CI), where a missing SDK is a failure.
 
-mod support;
-
 use std::process::Command;
 
-use support::*;
+use tollgate_testkit::*;
 
 fn python() -> Option<String> {
     let candidates = [
@@ -32,7 +30,7 @@ async fn official_openai_python_sdk() {
         eprintln!("SKIPPED: no Python with the openai package; run ./dev test to set one up");
         return;
     };
-    let good = FakeProvider::start("good").await;
+    let good = FakeOpenAi::start("good").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}[[providers]]\nname = \"dead\"\nendpoints = [\"http://127.0.0.1:{}\"]\n\n{}{}[aliases]\n\"good\" = \"good-2024-01-01\"\n\"broken\" = \"broken-2024-01-01\"\n",
         provider("pg", &[&good], ""),
@@ -40,7 +38,7 @@ async fn official_openai_python_sdk() {
         model("good-2024-01-01", "pg", "economy", ""),
         model("broken-2024-01-01", "dead", "powerful", ""),
     );
-    let gw = Gateway::start(&cfg).await;
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/openai_sdk.py");
     let base = format!("http://{}/v1", gw.addr);
     let key = gw.key.clone();
