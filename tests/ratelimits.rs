@@ -3,7 +3,6 @@
 //! charged, exactness across two instances sharing Redis, and Redis failure modes with
 //! recovery. In-process counters by default; Redis when `TOLLGATE_TEST_REDIS_URL` is set.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -292,46 +291,6 @@ async fn exactly_the_limit_is_admitted_under_300_concurrent_requests() {
     );
 }
 
-/// A private redis-server for failure tests, on its own port.
-struct OwnRedis {
-    child: Child,
-}
-
-impl OwnRedis {
-    fn start(port: u16) -> Option<OwnRedis> {
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let t = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if t.elapsed() > Duration::from_secs(5) {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Some(OwnRedis { child })
-    }
-}
-
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 async fn store_errors(gw: &Gateway) -> u64 {
     let m = get(gw.metrics_addr, "/metrics").await.text();
     m.lines()
@@ -343,10 +302,8 @@ async fn store_errors(gw: &Gateway) -> u64 {
 #[tokio::test]
 async fn redis_failure_modes_and_recovery() {
     let port = free_port();
-    let Some(redis) = OwnRedis::start(port) else {
-        assert!(!services_required(), "redis-server is needed for this test");
-        eprintln!("SKIPPED: no redis-server on this machine");
-        return;
+    let Some(redis) = PrivateRedis::start(port) else {
+        return skip("no redis-server on this machine to kill and restart");
     };
     let fake = FakeOpenAi::start("p").await;
     let cfg = format!(
@@ -386,7 +343,7 @@ async fn redis_failure_modes_and_recovery() {
     .await;
     assert_eq!(store_errors(&open).await, 0);
 
-    drop(redis);
+    redis.kill();
     // fail_open serves (counting in-process) and counts the failure; fail_closed answers 503.
     let r = open.chat(body()).await;
     assert_eq!(r.status, 200, "{}", r.text());
@@ -396,7 +353,7 @@ async fn redis_failure_modes_and_recovery() {
     assert!(open.is_healthy().await && closed.is_healthy().await);
 
     // Redis comes back on the same port: both recover without a restart.
-    let _redis = OwnRedis::start(port).expect("restart redis");
+    let _redis = PrivateRedis::start(port).expect("restart redis");
     wait_for(|| async { closed.chat_as(Some(&open.key), &body()).await.status == 200 }).await;
     let errors = store_errors(&open).await;
     wait_for(|| async { open.chat(body()).await.status == 200 }).await;
@@ -448,10 +405,9 @@ where
 
 #[tokio::test]
 async fn admission_leases_far_from_the_limit_never_exceed_it() {
-    let Some(_) = redis_url() else {
-        eprintln!("skipped: admission leases need Redis (TOLLGATE_TEST_REDIS_URL)");
-        return;
-    };
+    if redis_url().is_none() {
+        return skip("admission leases need Redis (TOLLGATE_TEST_REDIS_URL)");
+    }
     let fake = FakeOpenAi::start("p").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}{}",

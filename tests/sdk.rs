@@ -1,7 +1,7 @@
 //! Interoperability with a client nobody here wrote: the official `openai` Python SDK.
 //!
 //! Needs a Python with `openai` installed: `TOLLGATE_TEST_PYTHON` names it (`./dev test` and
-//! `.ci/run` set up `.venv`). Without one the test says so and passes, unless
+//! `.ci/run` set up `.venv`). Without one the test prints `SKIPPED: …` and passes, unless
 //! `TOLLGATE_TEST_REQUIRE_SERVICES=1` (CI), where a missing SDK is a failure.
 
 use std::process::Command;
@@ -25,10 +25,7 @@ fn python() -> Option<String> {
 #[tokio::test]
 async fn official_openai_python_sdk() {
     let Some(py) = python() else {
-        let required = std::env::var("TOLLGATE_TEST_REQUIRE_SERVICES").is_ok_and(|v| v == "1");
-        assert!(!required, "the openai Python SDK is required (TOLLGATE_TEST_REQUIRE_SERVICES=1) but not installed");
-        eprintln!("SKIPPED: no Python with the openai package; run ./dev test to set one up");
-        return;
+        return skip("no Python with the openai package; run ./dev test to set one up");
     };
     let good = FakeOpenAi::start("good").await;
     let cfg = format!(
