@@ -338,6 +338,21 @@ impl Gateway {
         .json()
     }
 
+    /// A request with this `Authorization` header value and a JSON content type.
+    pub async fn with_auth(&self, method: &str, path: &str, auth: &str, body: &[u8]) -> Response {
+        request(
+            self.addr,
+            method,
+            path,
+            &[
+                ("Authorization", auth),
+                ("Content-Type", "application/json"),
+            ],
+            body,
+        )
+        .await
+    }
+
     /// A chat request with `key`, or as a guest.
     pub async fn chat_as(&self, key: Option<&str>, body: &Value) -> Response {
         let b = serde_json::to_vec(body).unwrap();
