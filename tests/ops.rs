@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Value};
+use serde_json::json;
 use tollgate_filters::time::format_date;
 use tollgate_testkit::*;
 
@@ -289,23 +289,42 @@ fn check_config_reports_every_problem_with_its_path() {
 async fn served_model_listing_survives_garbage_requests() {
     let fake = FakeOpenAi::start("p").await;
     let gw = catalog_gateway(&fake).await;
-    // A request line that is not HTTP, then a header block that never ends properly.
-    let _ = raw_request_lossy(gw.addr, b"GARBAGE\r\n\r\n").await;
-    let _ = raw_request_lossy(
-        gw.addr,
+    let before = get(gw.addr, "/v1/models").await.json();
+    // What cannot be parsed as HTTP (a request line that is not one, a Content-Length that is
+    // not a number) the HTTP server refuses before the gateway sees it: a bare 400, and the
+    // connection closed.
+    for raw in [
+        &b"GARBAGE\r\n\r\n"[..],
         b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: abc\r\n\r\n{}",
+    ] {
+        let r = tokio::time::timeout(Duration::from_secs(2), raw_request(gw.addr, raw))
+            .await
+            .expect("an answer, not a hang");
+        assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(raw));
+        assert_eq!(r.header("connection"), Some("close"));
+    }
+    // Well-formed HTTP that makes no sense on the listing gets the gateway's JSON error.
+    request(gw.addr, "DELETE", "/v1/models", &[], b"")
+        .await
+        .error(405, "invalid_request");
+    request(gw.addr, "POST", "/v1/models", &[], b"\x00\xff{{{")
+        .await
+        .error(405, "invalid_request");
+    request(
+        gw.addr,
+        "GET",
+        "/v1/models",
+        &[("Authorization", "Bearer garbage")],
+        b"",
     )
-    .await;
-    assert!(gw.is_healthy().await);
-    let v: Value = get(gw.addr, "/v1/models").await.json();
+    .await
+    .error(401, "authentication_error");
+    // And the listing is still whole.
+    let r = get(gw.addr, "/v1/models").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.header("x-request-id").is_some());
+    let v = r.json();
     assert_eq!(v["object"], "list");
-}
-
-async fn raw_request_lossy(addr: std::net::SocketAddr, raw: &[u8]) -> Vec<u8> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let _ = s.write_all(raw).await;
-    let mut buf = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut buf)).await;
-    buf
+    assert!(v["data"].as_array().is_some_and(|d| !d.is_empty()), "{v}");
+    assert_eq!(v, before, "the same list as before the garbage");
 }
