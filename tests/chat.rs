@@ -18,7 +18,7 @@ async fn one_provider() -> (FakeOpenAi, Gateway) {
 }
 
 #[tokio::test]
-async fn json_response_field_by_field() {
+async fn a_json_reply_is_passed_on_field_by_field() {
     let (fake, gw) = one_provider().await;
     let r = gw
         .chat(json!({"model":"alpha-2024-01-01","messages":user("hi"),"temperature":0.5,"seed":3}))
@@ -55,7 +55,7 @@ async fn json_response_field_by_field() {
 }
 
 #[tokio::test]
-async fn sse_stream_field_by_field_with_usage_stripped() {
+async fn an_sse_stream_is_passed_on_field_by_field_with_usage_stripped() {
     let (fake, gw) = one_provider().await;
     let r = gw
         .chat(json!({"model":"alpha-2024-01-01","messages":user("hi"),"stream":true}))
@@ -104,7 +104,7 @@ async fn sse_stream_field_by_field_with_usage_stripped() {
 }
 
 #[tokio::test]
-async fn usage_chunk_kept_when_asked() {
+async fn the_usage_chunk_is_kept_when_asked() {
     let (fake, gw) = one_provider().await;
     let r = gw
         .chat(json!({"model":"alpha-2024-01-01","messages":user("hi"),"stream":true,"stream_options":{"include_usage":true}}))
@@ -125,7 +125,7 @@ async fn usage_chunk_kept_when_asked() {
 }
 
 #[tokio::test]
-async fn three_megabyte_body_forwarded_intact() {
+async fn a_three_megabyte_body_is_forwarded_intact() {
     let (fake, gw) = one_provider().await;
     let big: String = (0..3 * 1024 * 1024)
         .map(|i| (b'a' + (i % 26) as u8) as char)
@@ -151,7 +151,7 @@ async fn three_megabyte_body_forwarded_intact() {
 }
 
 #[tokio::test]
-async fn alias_and_tier_resolution() {
+async fn aliases_and_tiers_resolve_to_served_models() {
     let (fake, gw) = one_provider().await;
     let r = gw
         .chat(json!({"model":"small","messages":user("hi")}))
@@ -170,7 +170,7 @@ async fn alias_and_tier_resolution() {
 }
 
 #[tokio::test]
-async fn tokenizer_fallback_when_upstream_omits_usage() {
+async fn the_tokenizer_counts_when_upstream_omits_usage() {
     let (fake, gw) = one_provider().await;
     fake.set_mode(Mode::NoUsage);
     let prompt = "Count me with a real tokenizer, please: 東京は大きい都市です。";

@@ -45,7 +45,7 @@ async fn catalog_gateway(fake: &FakeOpenAi) -> Gateway {
 }
 
 #[tokio::test]
-async fn model_list_and_pricing() {
+async fn the_model_list_and_pricing_show_what_is_served() {
     let fake = FakeOpenAi::start("p").await;
     let gw = catalog_gateway(&fake).await;
     let r = get(gw.addr, "/v1/models").await;
@@ -104,7 +104,7 @@ async fn model_list_and_pricing() {
 }
 
 #[tokio::test]
-async fn deprecation_headers_replacement_then_404() {
+async fn a_deprecated_model_gets_headers_then_its_replacement_then_a_404() {
     let fake = FakeOpenAi::start("p").await;
     let gw = catalog_gateway(&fake).await;
     // In notice: served as itself, with Deprecation and Sunset.
@@ -140,7 +140,7 @@ async fn deprecation_headers_replacement_then_404() {
 }
 
 #[tokio::test]
-async fn metrics_and_health_endpoints() {
+async fn metrics_and_health_endpoints_report_traffic_and_providers() {
     let fake = FakeOpenAi::start("p").await;
     let gw = catalog_gateway(&fake).await;
     gw.chat(json!({"model":"new","messages":user("hi")})).await;

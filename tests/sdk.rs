@@ -23,7 +23,7 @@ fn python() -> Option<String> {
 }
 
 #[tokio::test]
-async fn official_openai_python_sdk() {
+async fn the_official_openai_python_sdk_works_against_the_gateway() {
     let Some(py) = python() else {
         return skip("no Python with the openai package; run ./dev test to set one up");
     };
