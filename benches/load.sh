@@ -17,7 +17,7 @@ if ! need nginx || ! need cmake; then
   apt-get update -qq && apt-get install -y -qq nginx-light cmake >/dev/null 2>&1 || apt-get install -y -qq nginx cmake >/dev/null
 fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-cargo build --release --bin tollgate --bin tollgate-bench 2>&1 | tail -1
+cargo build --release -p tollgate --bin tollgate -p tollgate-testkit --bin tollgate-bench 2>&1 | tail -1
 
 work=$(mktemp -d)
 pids=()

@@ -1,26 +1,24 @@
 //! Chat completions through the real gateway: JSON and SSE field by field, large bodies,
 //! aliases and tiers, usage kept or stripped, the tokenizer fallback, and bad input.
 
-mod support;
-
 use serde_json::{json, Value};
-use support::*;
 use tollgate_filters::tokens;
+use tollgate_testkit::*;
 
-async fn one_provider() -> (FakeProvider, Gateway) {
-    let fake = FakeProvider::start("alpha").await;
+async fn one_provider() -> (FakeOpenAi, Gateway) {
+    let fake = FakeOpenAi::start("alpha").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}{}{}[aliases]\n\"small\" = \"alpha-2024-01-01\"\n",
         provider("p", &[&fake], ""),
         model("alpha-2024-01-01", "p", "economy", ""),
         model("beta-2024-01-01", "p", "powerful", ""),
     );
-    let gw = Gateway::start(&cfg).await;
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     (fake, gw)
 }
 
 #[tokio::test]
-async fn json_response_field_by_field() {
+async fn a_json_reply_is_passed_on_field_by_field() {
     let (fake, gw) = one_provider().await;
     let r = gw
         .chat(json!({"model":"alpha-2024-01-01","messages":user("hi"),"temperature":0.5,"seed":3}))
@@ -40,10 +38,13 @@ async fn json_response_field_by_field() {
     assert_eq!(v["choices"][0]["message"]["role"], "assistant");
     assert_eq!(v["choices"][0]["message"]["content"], fake.reply_text());
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
-    let words = fake.state.words.len() as u64;
-    assert_eq!(v["usage"]["prompt_tokens"], fake::PROMPT_TOKENS);
+    let words = fake.reply_words() as u64;
+    assert_eq!(v["usage"]["prompt_tokens"], FakeOpenAi::PROMPT_TOKENS);
     assert_eq!(v["usage"]["completion_tokens"], words);
-    assert_eq!(v["usage"]["total_tokens"], fake::PROMPT_TOKENS + words);
+    assert_eq!(
+        v["usage"]["total_tokens"],
+        FakeOpenAi::PROMPT_TOKENS + words
+    );
 
     // The upstream saw its own model name, the extra parameters and no compression.
     let sent = &fake.requests()[0];
@@ -54,7 +55,7 @@ async fn json_response_field_by_field() {
 }
 
 #[tokio::test]
-async fn sse_stream_field_by_field_with_usage_stripped() {
+async fn an_sse_stream_is_passed_on_field_by_field_with_usage_stripped() {
     let (fake, gw) = one_provider().await;
     let r = gw
         .chat(json!({"model":"alpha-2024-01-01","messages":user("hi"),"stream":true}))
@@ -103,7 +104,7 @@ async fn sse_stream_field_by_field_with_usage_stripped() {
 }
 
 #[tokio::test]
-async fn usage_chunk_kept_when_asked() {
+async fn the_usage_chunk_is_kept_when_asked() {
     let (fake, gw) = one_provider().await;
     let r = gw
         .chat(json!({"model":"alpha-2024-01-01","messages":user("hi"),"stream":true,"stream_options":{"include_usage":true}}))
@@ -118,13 +119,13 @@ async fn usage_chunk_kept_when_asked() {
     assert_eq!(usage.len(), 1);
     assert_eq!(
         usage[0]["usage"]["completion_tokens"],
-        fake.state.words.len() as u64
+        fake.reply_words() as u64
     );
     assert_eq!(usage[0]["choices"], json!([]));
 }
 
 #[tokio::test]
-async fn three_megabyte_body_forwarded_intact() {
+async fn a_three_megabyte_body_is_forwarded_intact() {
     let (fake, gw) = one_provider().await;
     let big: String = (0..3 * 1024 * 1024)
         .map(|i| (b'a' + (i % 26) as u8) as char)
@@ -150,7 +151,7 @@ async fn three_megabyte_body_forwarded_intact() {
 }
 
 #[tokio::test]
-async fn alias_and_tier_resolution() {
+async fn aliases_and_tiers_resolve_to_served_models() {
     let (fake, gw) = one_provider().await;
     let r = gw
         .chat(json!({"model":"small","messages":user("hi")}))
@@ -169,7 +170,7 @@ async fn alias_and_tier_resolution() {
 }
 
 #[tokio::test]
-async fn tokenizer_fallback_when_upstream_omits_usage() {
+async fn the_tokenizer_counts_when_upstream_omits_usage() {
     let (fake, gw) = one_provider().await;
     fake.set_mode(Mode::NoUsage);
     let prompt = "Count me with a real tokenizer, please: 東京は大きい都市です。";

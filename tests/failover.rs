@@ -2,19 +2,17 @@
 //! 502 when nothing is left, error-first streams, death mid-stream, and health checks that
 //! take an endpoint out and bring it back.
 
-mod support;
-
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::*;
+use tollgate_testkit::*;
 
 /// Three economy models on three providers, a powerful one, and a self-hosted fallback.
-async fn setup() -> (Vec<FakeProvider>, Gateway) {
-    let a = FakeProvider::start("a").await;
-    let b = FakeProvider::start("b").await;
-    let p = FakeProvider::start("pow").await;
-    let local = FakeProvider::start("local").await;
+async fn setup() -> (Vec<FakeOpenAi>, Gateway) {
+    let a = FakeOpenAi::start("a").await;
+    let b = FakeOpenAi::start("b").await;
+    let p = FakeOpenAi::start("pow").await;
+    let local = FakeOpenAi::start("local").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}{}{}{}{}{}{}{}",
         provider("pa", &[&a], ""),
@@ -26,7 +24,7 @@ async fn setup() -> (Vec<FakeProvider>, Gateway) {
         model("pow-1", "pp", "powerful", ""),
         model("local-1", "plocal", "normal", ""),
     );
-    let gw = Gateway::start(&cfg).await;
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     (vec![a, b, p, local], gw)
 }
 
@@ -57,14 +55,14 @@ async fn fails_over_within_the_tier_on_500_and_429() {
 #[tokio::test]
 async fn refused_connection_fails_over() {
     let dead = free_port();
-    let b = FakeProvider::start("b").await;
+    let b = FakeOpenAi::start("b").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}[[providers]]\nname = \"dead\"\nendpoints = [\"http://127.0.0.1:{dead}\"]\n\n{}{}{}",
         provider("pb", &[&b], ""),
         model("econ-a", "dead", "economy", ""),
         model("econ-b", "pb", "economy", ""),
     );
-    let gw = Gateway::start(&cfg).await;
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let r = gw
         .chat(json!({"model":"econ-a","messages":user("hi")}))
         .await;
@@ -136,28 +134,20 @@ async fn death_mid_stream_ends_with_an_error_event_and_no_done() {
 
 #[tokio::test]
 async fn unhealthy_endpoint_is_skipped_and_used_again_after_recovery() {
-    let good = FakeProvider::start("good").await;
-    let sick = FakeProvider::start("sick").await;
+    let good = FakeOpenAi::start("good").await;
+    let sick = FakeOpenAi::start("sick").await;
     let hc = "health_check = { path = \"/v1/models\", interval_ms = 100, timeout_ms = 500 }";
     let cfg = format!(
         "{FAST_TIMEOUTS}{}{}",
         provider("pool", &[&sick, &good], hc),
         model("m", "pool", "economy", ""),
     );
-    let gw = Gateway::start(&cfg).await;
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     sick.set_healthy(false);
     // Wait for the checker to see it.
-    let seen = sick
-        .state
-        .health_checks
-        .load(std::sync::atomic::Ordering::SeqCst);
+    let seen = sick.health_checks();
     for _ in 0..100 {
-        if sick
-            .state
-            .health_checks
-            .load(std::sync::atomic::Ordering::SeqCst)
-            > seen + 1
-        {
+        if sick.health_checks() > seen + 1 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -200,8 +190,8 @@ async fn unhealthy_endpoint_is_skipped_and_used_again_after_recovery() {
 
 #[tokio::test]
 async fn consecutive_failures_eject_an_endpoint_passively() {
-    let good = FakeProvider::start("good").await;
-    let bad = FakeProvider::start("bad").await;
+    let good = FakeOpenAi::start("good").await;
+    let bad = FakeOpenAi::start("bad").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}{}",
         provider(
@@ -211,7 +201,7 @@ async fn consecutive_failures_eject_an_endpoint_passively() {
         ),
         model("m", "pool", "economy", ""),
     );
-    let gw = Gateway::start(&cfg).await;
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     bad.set_mode(Mode::Status(500));
     for _ in 0..8 {
         let r = gw.chat(json!({"model":"m","messages":user("hi")})).await;

@@ -1,14 +1,12 @@
 //! What operators and model-list clients see: the lists, pricing, the deprecation lifecycle,
 //! metrics, SIGHUP reload with a request in flight, and `check-config`.
 
-mod support;
-
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Value};
-use support::*;
+use serde_json::json;
 use tollgate_filters::time::format_date;
+use tollgate_testkit::*;
 
 fn date_in_days(days: i64) -> String {
     let now = SystemTime::now()
@@ -18,7 +16,7 @@ fn date_in_days(days: i64) -> String {
     format_date(now + days * 86_400)
 }
 
-async fn catalog_gateway(fake: &FakeProvider) -> Gateway {
+async fn catalog_gateway(fake: &FakeOpenAi) -> Gateway {
     let noticed = format!(
         "deprecated_at = \"{}\"\nretires_at = \"{}\"\nreplacement = \"new-2026-06-01\"",
         date_in_days(-5),
@@ -43,12 +41,12 @@ async fn catalog_gateway(fake: &FakeProvider) -> Gateway {
         model("gone-2023-01-01", "p", "normal", &gone),
         model("big-2026-01-01", "p", "powerful", ""),
     );
-    Gateway::start(&cfg).await
+    Gateway::start(tollgate_bin!(), &cfg).await
 }
 
 #[tokio::test]
-async fn model_list_and_pricing() {
-    let fake = FakeProvider::start("p").await;
+async fn the_model_list_and_pricing_show_what_is_served() {
+    let fake = FakeOpenAi::start("p").await;
     let gw = catalog_gateway(&fake).await;
     let r = get(gw.addr, "/v1/models").await;
     assert_eq!(r.status, 200);
@@ -106,8 +104,8 @@ async fn model_list_and_pricing() {
 }
 
 #[tokio::test]
-async fn deprecation_headers_replacement_then_404() {
-    let fake = FakeProvider::start("p").await;
+async fn a_deprecated_model_gets_headers_then_its_replacement_then_a_404() {
+    let fake = FakeOpenAi::start("p").await;
     let gw = catalog_gateway(&fake).await;
     // In notice: served as itself, with Deprecation and Sunset.
     let r = gw
@@ -142,8 +140,8 @@ async fn deprecation_headers_replacement_then_404() {
 }
 
 #[tokio::test]
-async fn metrics_and_health_endpoints() {
-    let fake = FakeProvider::start("p").await;
+async fn metrics_and_health_endpoints_report_traffic_and_providers() {
+    let fake = FakeOpenAi::start("p").await;
     let gw = catalog_gateway(&fake).await;
     gw.chat(json!({"model":"new","messages":user("hi")})).await;
     fake.set_mode(Mode::Status(500));
@@ -169,14 +167,14 @@ async fn metrics_and_health_endpoints() {
 
 #[tokio::test]
 async fn sighup_reloads_without_dropping_a_request_in_flight() {
-    let fake = FakeProvider::start("p").await;
+    let fake = FakeOpenAi::start("p").await;
     fake.set_mode(Mode::Slow(Duration::from_millis(150)));
     let before = format!(
         "{FAST_TIMEOUTS}{}{}",
         provider("p", &[&fake], ""),
         model("m1", "p", "economy", "")
     );
-    let gw = Gateway::start(&before).await;
+    let gw = Gateway::start(tollgate_bin!(), &before).await;
     let addr = gw.addr;
     let key = gw.key.clone();
     let in_flight = tokio::spawn(async move {
@@ -289,25 +287,44 @@ fn check_config_reports_every_problem_with_its_path() {
 
 #[tokio::test]
 async fn served_model_listing_survives_garbage_requests() {
-    let fake = FakeProvider::start("p").await;
+    let fake = FakeOpenAi::start("p").await;
     let gw = catalog_gateway(&fake).await;
-    // A request line that is not HTTP, then a header block that never ends properly.
-    let _ = raw_request_lossy(gw.addr, b"GARBAGE\r\n\r\n").await;
-    let _ = raw_request_lossy(
-        gw.addr,
+    let before = get(gw.addr, "/v1/models").await.json();
+    // What cannot be parsed as HTTP (a request line that is not one, a Content-Length that is
+    // not a number) the HTTP server refuses before the gateway sees it: a bare 400, and the
+    // connection closed.
+    for raw in [
+        &b"GARBAGE\r\n\r\n"[..],
         b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: abc\r\n\r\n{}",
+    ] {
+        let r = tokio::time::timeout(Duration::from_secs(2), raw_request(gw.addr, raw))
+            .await
+            .expect("an answer, not a hang");
+        assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(raw));
+        assert_eq!(r.header("connection"), Some("close"));
+    }
+    // Well-formed HTTP that makes no sense on the listing gets the gateway's JSON error.
+    request(gw.addr, "DELETE", "/v1/models", &[], b"")
+        .await
+        .error(405, "invalid_request");
+    request(gw.addr, "POST", "/v1/models", &[], b"\x00\xff{{{")
+        .await
+        .error(405, "invalid_request");
+    request(
+        gw.addr,
+        "GET",
+        "/v1/models",
+        &[("Authorization", "Bearer garbage")],
+        b"",
     )
-    .await;
-    assert!(gw.is_healthy().await);
-    let v: Value = get(gw.addr, "/v1/models").await.json();
+    .await
+    .error(401, "authentication_error");
+    // And the listing is still whole.
+    let r = get(gw.addr, "/v1/models").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.header("x-request-id").is_some());
+    let v = r.json();
     assert_eq!(v["object"], "list");
-}
-
-async fn raw_request_lossy(addr: std::net::SocketAddr, raw: &[u8]) -> Vec<u8> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let _ = s.write_all(raw).await;
-    let mut buf = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut buf)).await;
-    buf
+    assert!(v["data"].as_array().is_some_and(|d| !d.is_empty()), "{v}");
+    assert_eq!(v, before, "the same list as before the garbage");
 }

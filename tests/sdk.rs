@@ -1,14 +1,12 @@
 //! Interoperability with a client nobody here wrote: the official `openai` Python SDK.
 //!
 //! Needs a Python with `openai` installed: `TOLLGATE_TEST_PYTHON` names it (`./dev test` and
-//! `.ci/run` set up `.venv`). Without one the test says so and passes, unless
+//! `.ci/run` set up `.venv`). Without one the test prints `SKIPPED: …` and passes, unless
 //! `TOLLGATE_TEST_REQUIRE_SERVICES=1` (CI), where a missing SDK is a failure.
-
-mod support;
 
 use std::process::Command;
 
-use support::*;
+use tollgate_testkit::*;
 
 fn python() -> Option<String> {
     let candidates = [
@@ -25,14 +23,11 @@ fn python() -> Option<String> {
 }
 
 #[tokio::test]
-async fn official_openai_python_sdk() {
+async fn the_official_openai_python_sdk_works_against_the_gateway() {
     let Some(py) = python() else {
-        let required = std::env::var("TOLLGATE_TEST_REQUIRE_SERVICES").is_ok_and(|v| v == "1");
-        assert!(!required, "the openai Python SDK is required (TOLLGATE_TEST_REQUIRE_SERVICES=1) but not installed");
-        eprintln!("SKIPPED: no Python with the openai package; run ./dev test to set one up");
-        return;
+        return skip("no Python with the openai package; run ./dev test to set one up");
     };
-    let good = FakeProvider::start("good").await;
+    let good = FakeOpenAi::start("good").await;
     let cfg = format!(
         "{FAST_TIMEOUTS}{}[[providers]]\nname = \"dead\"\nendpoints = [\"http://127.0.0.1:{}\"]\n\n{}{}[aliases]\n\"good\" = \"good-2024-01-01\"\n\"broken\" = \"broken-2024-01-01\"\n",
         provider("pg", &[&good], ""),
@@ -40,7 +35,7 @@ async fn official_openai_python_sdk() {
         model("good-2024-01-01", "pg", "economy", ""),
         model("broken-2024-01-01", "dead", "powerful", ""),
     );
-    let gw = Gateway::start(&cfg).await;
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/openai_sdk.py");
     let base = format!("http://{}/v1", gw.addr);
     let key = gw.key.clone();

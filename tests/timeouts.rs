@@ -2,13 +2,11 @@
 //! deadline, upstream silence between chunks, and the SSE comment that keeps a client from
 //! seeing `client_idle` of silence.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::*;
 use tokio::net::{TcpSocket, TcpStream};
+use tollgate_testkit::*;
 
 #[tokio::test]
 async fn connect_timeout_fails_over() {
@@ -26,14 +24,14 @@ async fn connect_timeout_fails_over() {
             fillers.push(s);
         }
     }
-    let good = FakeProvider::start("good").await;
+    let good = FakeOpenAi::start("good").await;
     let cfg = format!(
         "[timeouts]\nconnect = 0.5\nresponse = 10\nstream_chunk = 5\nclient_idle = 5\n[[providers]]\nname = \"blackhole\"\nendpoints = [\"http://{addr}\"]\n\n{}{}{}",
         provider("pg", &[&good], ""),
         model("a", "blackhole", "economy", ""),
         model("b", "pg", "economy", ""),
     );
-    let gw = Gateway::start(&cfg).await;
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let t = Instant::now();
     let r = gw.chat(json!({"model":"a","messages":user("hi")})).await;
     let took = t.elapsed();
@@ -49,8 +47,8 @@ async fn connect_timeout_fails_over() {
 
 #[tokio::test]
 async fn non_streaming_response_deadline_is_total() {
-    let hang = FakeProvider::start("hang").await;
-    let hang2 = FakeProvider::start("hang2").await;
+    let hang = FakeOpenAi::start("hang").await;
+    let hang2 = FakeOpenAi::start("hang2").await;
     hang.set_mode(Mode::Hang);
     hang2.set_mode(Mode::Hang);
     let cfg = format!(
@@ -60,7 +58,7 @@ async fn non_streaming_response_deadline_is_total() {
         model("a", "p1", "economy", ""),
         model("b", "p2", "economy", ""),
     );
-    let gw = Gateway::start(&cfg).await;
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let t = Instant::now();
     let r = gw.chat(json!({"model":"a","messages":user("hi")})).await;
     let took = t.elapsed();
@@ -74,14 +72,14 @@ async fn non_streaming_response_deadline_is_total() {
 
 #[tokio::test]
 async fn upstream_silence_between_chunks_ends_the_stream() {
-    let f = FakeProvider::start("stall").await;
+    let f = FakeOpenAi::start("stall").await;
     f.set_mode(Mode::StallAfter(2));
     let cfg = format!(
         "[timeouts]\nconnect = 1\nresponse = 10\nstream_chunk = 0.7\nclient_idle = 10\n{}{}",
         provider("p", &[&f], ""),
         model("a", "p", "economy", ""),
     );
-    let gw = Gateway::start(&cfg).await;
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let t = Instant::now();
     let r = gw
         .chat(json!({"model":"a","messages":user("hi"),"stream":true}))
@@ -104,8 +102,8 @@ async fn upstream_silence_between_chunks_ends_the_stream() {
 
 #[tokio::test]
 async fn stream_that_never_starts_fails_over_after_stream_chunk() {
-    let hang = FakeProvider::start("hang").await;
-    let good = FakeProvider::start("good").await;
+    let hang = FakeOpenAi::start("hang").await;
+    let good = FakeOpenAi::start("good").await;
     hang.set_mode(Mode::SilentStream);
     let cfg = format!(
         "[timeouts]\nconnect = 1\nresponse = 10\nstream_chunk = 0.5\nclient_idle = 10\n{}{}{}{}",
@@ -114,7 +112,7 @@ async fn stream_that_never_starts_fails_over_after_stream_chunk() {
         model("a", "p1", "economy", ""),
         model("b", "p2", "economy", ""),
     );
-    let gw = Gateway::start(&cfg).await;
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let t = Instant::now();
     let r = gw
         .chat(json!({"model":"a","messages":user("hi"),"stream":true}))
@@ -133,14 +131,14 @@ async fn stream_that_never_starts_fails_over_after_stream_chunk() {
 
 #[tokio::test]
 async fn sse_comment_keeps_a_slow_stream_alive() {
-    let f = FakeProvider::start("slow").await;
+    let f = FakeOpenAi::start("slow").await;
     f.set_mode(Mode::Slow(Duration::from_millis(700)));
     let cfg = format!(
         "[timeouts]\nconnect = 1\nresponse = 10\nstream_chunk = 5\nclient_idle = 0.6\n{}{}",
         provider("p", &[&f], ""),
         model("a", "p", "economy", ""),
     );
-    let gw = Gateway::start(&cfg).await;
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let r = gw
         .chat(json!({"model":"a","messages":user("hi"),"stream":true}))
         .await;

@@ -1,6 +1,7 @@
 //! A fake OpenAI-compatible provider over plain TCP, so every failure a real provider can show
 //! (refusals, 5xx, 429, hangs, slow streams, error events, death mid-stream, no usage) is one
-//! `set_mode` away.
+//! `set_mode` away. The tests start it with [`FakeOpenAi::start`]; the benchmarks build a
+//! quiet, fixed-size one with [`FakeOpenAi::builder`].
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -35,6 +36,7 @@ pub enum Mode {
     Garbage,
 }
 
+/// A chat request as the fake received it.
 #[derive(Debug, Clone)]
 pub struct Recorded {
     pub method: String,
@@ -55,50 +57,77 @@ impl Recorded {
     }
 }
 
-pub struct FakeState {
-    pub name: String,
+struct FakeState {
+    name: String,
     mode: Mutex<Mode>,
     healthy: AtomicBool,
     requests: Mutex<Vec<Recorded>>,
-    pub health_checks: AtomicUsize,
+    health_checks: AtomicUsize,
     /// Keep every request for assertions (tests); off for load runs.
-    pub record: AtomicBool,
+    record: bool,
     /// Words of the reply; each is one stream chunk.
-    pub words: Vec<String>,
+    words: Vec<String>,
 }
 
+/// A running fake provider; it serves until the test's runtime ends.
 #[derive(Clone)]
-pub struct FakeProvider {
+pub struct FakeOpenAi {
     pub addr: SocketAddr,
-    pub state: Arc<FakeState>,
+    state: Arc<FakeState>,
 }
 
-pub const PROMPT_TOKENS: u64 = 11;
+/// How a [`FakeOpenAi`] starts: where it listens, how long its reply is, whether it records.
+pub struct FakeOpenAiBuilder {
+    name: String,
+    listen: String,
+    words: Option<usize>,
+    record: bool,
+    mode: Mode,
+}
 
-impl FakeProvider {
-    pub async fn start(name: &str) -> FakeProvider {
-        Self::start_on(name, "127.0.0.1:0", None).await
+impl FakeOpenAiBuilder {
+    /// Listen on this address (default: a free port on 127.0.0.1).
+    pub fn listen(mut self, addr: &str) -> Self {
+        self.listen = addr.to_string();
+        self
     }
 
-    /// A fake on a given address whose reply has `words` words (one stream chunk each); the
-    /// benchmarks' provider.
-    pub async fn start_on(name: &str, addr: &str, words: Option<usize>) -> FakeProvider {
-        let listener = TcpListener::bind(addr).await.expect("bind fake");
+    /// Reply with `n` words, one stream chunk each (default: a short greeting naming the fake).
+    pub fn words(mut self, n: usize) -> Self {
+        self.words = Some(n);
+        self
+    }
+
+    /// Do not keep the requests (a load run would otherwise grow without bound).
+    pub fn quiet(mut self) -> Self {
+        self.record = false;
+        self
+    }
+
+    /// Start in this mode (default [`Mode::Ok`]).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    pub async fn start(self) -> FakeOpenAi {
+        let listener = TcpListener::bind(&self.listen).await.expect("bind fake");
         let addr = listener.local_addr().expect("addr");
+        let name = self.name;
         let state = Arc::new(FakeState {
-            name: name.to_string(),
-            mode: Mutex::new(Mode::Ok),
-            healthy: AtomicBool::new(true),
-            requests: Mutex::new(Vec::new()),
-            health_checks: AtomicUsize::new(0),
-            record: AtomicBool::new(true),
-            words: match words {
+            words: match self.words {
                 Some(n) => (0..n).map(|i| format!("tok{i} ")).collect(),
                 None => format!("Hello from {name} , have a nice day")
                     .split(' ')
                     .map(|w| format!("{w} "))
                     .collect(),
             },
+            name,
+            mode: Mutex::new(self.mode),
+            healthy: AtomicBool::new(true),
+            requests: Mutex::new(Vec::new()),
+            health_checks: AtomicUsize::new(0),
+            record: self.record,
         });
         let st = state.clone();
         tokio::spawn(async move {
@@ -114,7 +143,27 @@ impl FakeProvider {
                 });
             }
         });
-        FakeProvider { addr, state }
+        FakeOpenAi { addr, state }
+    }
+}
+
+impl FakeOpenAi {
+    /// Prompt tokens the fake reports in every usage object.
+    pub const PROMPT_TOKENS: u64 = 11;
+
+    /// A recording fake on a free port, answering normally.
+    pub async fn start(name: &str) -> FakeOpenAi {
+        Self::builder(name).start().await
+    }
+
+    pub fn builder(name: &str) -> FakeOpenAiBuilder {
+        FakeOpenAiBuilder {
+            name: name.to_string(),
+            listen: "127.0.0.1:0".to_string(),
+            words: None,
+            record: true,
+            mode: Mode::Ok,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -125,8 +174,14 @@ impl FakeProvider {
         *self.state.mode.lock().unwrap() = m;
     }
 
+    /// What the health-check path (any GET) answers: 200, or 503 when unhealthy.
     pub fn set_healthy(&self, ok: bool) {
         self.state.healthy.store(ok, Ordering::SeqCst);
+    }
+
+    /// Health checks received so far.
+    pub fn health_checks(&self) -> usize {
+        self.state.health_checks.load(Ordering::SeqCst)
     }
 
     /// Chat requests received (health checks excluded).
@@ -138,9 +193,20 @@ impl FakeProvider {
         self.state.requests.lock().unwrap().len()
     }
 
+    /// The whole reply text.
     pub fn reply_text(&self) -> String {
         self.state.words.concat()
     }
+
+    /// Words of the reply: its completion tokens, and its content chunks when streamed.
+    pub fn reply_words(&self) -> usize {
+        self.state.words.len()
+    }
+}
+
+/// The `messages` of a chat request: one user turn.
+pub fn user(content: &str) -> Value {
+    json!([{"role": "user", "content": content}])
 }
 
 async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Recorded> {
@@ -149,7 +215,6 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Recorde
             let head = String::from_utf8_lossy(&buf[..end]).to_string();
             let mut lines = head.split("\r\n");
             let mut first = lines.next()?.split(' ');
-            // (Recording every request is for tests; a benchmark run records too, cheaply.)
             let method = first.next()?.to_string();
             let path = first.next()?.to_string();
             let headers: Vec<(String, String)> = lines
@@ -220,7 +285,7 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
             continue;
         }
         let body = req.json();
-        if st.record.load(Ordering::Relaxed) {
+        if st.record {
             st.requests.lock().unwrap().push(req);
         }
         let mode = st.mode.lock().unwrap().clone();
@@ -233,7 +298,7 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
         let limit = body["max_tokens"].as_u64().unwrap_or(u64::MAX) as usize;
         let words: Vec<String> = st.words.iter().take(limit).cloned().collect();
         let completion = words.len() as u64;
-        let usage = json!({"prompt_tokens": PROMPT_TOKENS, "completion_tokens": completion, "total_tokens": PROMPT_TOKENS + completion});
+        let usage = json!({"prompt_tokens": FakeOpenAi::PROMPT_TOKENS, "completion_tokens": completion, "total_tokens": FakeOpenAi::PROMPT_TOKENS + completion});
         match &mode {
             Mode::Status(code) => {
                 let b =

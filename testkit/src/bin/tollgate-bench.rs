@@ -1,20 +1,15 @@
 //! `tollgate-bench`: the benchmarks' tools in one binary.
 //!
 //! - `tollgate-bench fake --listen ADDR [--words N] [--delay-ms D]`: the fake OpenAI-compatible
-//!   provider of the tests (`tests/support/fake.rs`), fast and quiet: JSON, or SSE with N
-//!   chunks, D ms apart.
+//!   provider of the tests (`tollgate_testkit::FakeOpenAi`), fast and quiet: JSON, or SSE with
+//!   N chunks, D ms apart.
 //! - `tollgate-bench load --url URL --mode rate|max|streams ...`: an HTTP/1.1 keep-alive load
 //!   generator printing one JSON line: p50/p99 latency (µs), requests/s, errors.
 //!   `rate` is open-loop at `--rps` for `--secs` (latency measured from each request's scheduled
 //!   time, so a slow server cannot hide its queue); `max` is closed-loop on `--conns`
 //!   connections; `streams` runs `--conns` streams at once and measures time to last byte.
 
-#[path = "../../tests/support/fake.rs"]
-#[allow(dead_code)]
-mod fake;
-
-mod client;
-use client::read_response;
+#![forbid(unsafe_code)]
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tollgate_testkit::load::read_response;
+use tollgate_testkit::{FakeOpenAi, Mode};
 
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
@@ -61,14 +58,17 @@ async fn run_fake(args: &[String]) {
     let words = arg(args, "--words")
         .and_then(|w| w.parse().ok())
         .unwrap_or(50);
-    let f = fake::FakeProvider::start_on("bench", &listen, Some(words)).await;
-    f.state.record.store(false, Ordering::Relaxed);
+    let mut fake = FakeOpenAi::builder("bench")
+        .listen(&listen)
+        .words(words)
+        .quiet();
     if let Some(d) = arg(args, "--delay-ms")
         .and_then(|d| d.parse::<u64>().ok())
         .filter(|d| *d > 0)
     {
-        f.set_mode(fake::Mode::Slow(Duration::from_millis(d)));
+        fake = fake.mode(Mode::Slow(Duration::from_millis(d)));
     }
+    let f = fake.start().await;
     eprintln!("fake provider on {}", f.addr);
     std::future::pending::<()>().await;
 }

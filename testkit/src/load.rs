@@ -1,10 +1,12 @@
-//! A minimal HTTP/1.1 keep-alive response reader for the benchmarks (Content-Length or
-//! chunked bodies), shared by the load generator and the criterion end-to-end bench.
+//! A minimal HTTP/1.1 keep-alive response reader for the benchmarks (Content-Length or chunked
+//! bodies), shared by the load generator (`tollgate-bench load`) and the end-to-end bench. It
+//! reads just enough to find where a response ends; the tests' client is [`crate::http`].
 
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
-/// Reads one whole response (Content-Length or chunked); returns its status.
+/// Reads one whole response (Content-Length or chunked) off a keep-alive connection; returns
+/// its status. `buf` keeps what was read past this response.
 pub async fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<u16> {
     let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "bad response");
     let head_end = loop {
@@ -59,7 +61,7 @@ pub async fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Res
     Ok(status)
 }
 
-pub async fn fill(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
+async fn fill(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
     buf.reserve(16 * 1024);
     if s.read_buf(buf).await? == 0 {
         return Err(std::io::Error::new(

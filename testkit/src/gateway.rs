@@ -1,11 +1,8 @@
-//! Shared test support: fake upstreams, the real gateway binary started on a generated config,
-//! and a small HTTP/1.1 client that shows exactly what went over the wire.
-#![allow(dead_code)]
-
-pub mod fake;
+//! The real `tollgate` binary, started on its own ports with a generated config: its own SQLite
+//! file (or the run's Postgres), its own Redis prefix, an admin token, and a funded account.
 
 use std::net::{SocketAddr, TcpListener as StdListener};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -14,8 +11,20 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-#[allow(unused_imports)]
-pub use fake::{FakeProvider, Mode};
+use crate::http::{get, post_json, request, Response};
+use crate::openai::FakeOpenAi;
+use crate::services::{database_url, redis_url};
+
+/// The `tollgate` binary cargo built for the calling test or bench, for [`Gateway::start`].
+///
+/// `CARGO_BIN_EXE_tollgate` exists only while cargo compiles the root package's tests and
+/// benches, so it is read at the call site, never inside the kit.
+#[macro_export]
+macro_rules! tollgate_bin {
+    () => {
+        ::std::path::Path::new(env!("CARGO_BIN_EXE_tollgate"))
+    };
+}
 
 pub fn free_port() -> u16 {
     StdListener::bind("127.0.0.1:0")
@@ -27,6 +36,7 @@ pub fn free_port() -> u16 {
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
+/// A fresh directory under the system's temporary one.
 pub fn temp_dir() -> PathBuf {
     let d = std::env::temp_dir().join(format!(
         "tollgate-test-{}-{}",
@@ -37,76 +47,7 @@ pub fn temp_dir() -> PathBuf {
     d
 }
 
-/// A running gateway process on its own ports and config file.
-pub struct Gateway {
-    pub child: Child,
-    pub addr: SocketAddr,
-    pub metrics_addr: SocketAddr,
-    pub config_path: PathBuf,
-    pub dir: PathBuf,
-    server_section: String,
-    /// A funded account made at start (see [`Opts::account`]).
-    pub key: String,
-    pub user_id: String,
-}
-
-pub const ADMIN_TOKEN: &str = "test-admin-token";
-
-/// How a test gateway is started.
-#[derive(Clone, Default)]
-pub struct Opts {
-    /// The ledger to use; default: `TOLLGATE_TEST_DATABASE_URL` or a SQLite file of its own.
-    pub database_url: Option<String>,
-    /// Extra `[storage]` lines (hold expiry in crash tests).
-    pub storage: String,
-    /// Sign up an account and fund it with this many credits (default 1,000,000).
-    pub credits: Option<f64>,
-    pub no_account: bool,
-    /// `[plans.*]` sections; default: a guest tier too generous to get in a test's way.
-    pub plans: Option<String>,
-    /// Plan of the funded account (default `business`, unlimited).
-    pub plan: Option<String>,
-    /// Redis key prefix; default a fresh one, so runs and tests never share counters.
-    pub redis_prefix: Option<String>,
-    /// Use this Redis instead of `TOLLGATE_TEST_REDIS_URL` (failure-mode tests).
-    pub redis_url: Option<String>,
-    /// `server.trusted_proxies`, one CIDR.
-    pub trusted: Option<String>,
-}
-
-/// `TOLLGATE_TEST_REDIS_URL`, or `None` (in-process counters).
-pub fn redis_url() -> Option<String> {
-    match std::env::var("TOLLGATE_TEST_REDIS_URL") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => {
-            assert!(
-                !services_required(),
-                "TOLLGATE_TEST_REQUIRE_SERVICES=1 but TOLLGATE_TEST_REDIS_URL is not set"
-            );
-            None
-        }
-    }
-}
-
-pub fn services_required() -> bool {
-    std::env::var("TOLLGATE_TEST_REQUIRE_SERVICES").is_ok_and(|v| v == "1")
-}
-
-/// The database every test of this run uses: Postgres when `TOLLGATE_TEST_DATABASE_URL` is
-/// set, else a SQLite file under `dir`.
-pub fn database_url(dir: &std::path::Path) -> String {
-    match std::env::var("TOLLGATE_TEST_DATABASE_URL") {
-        Ok(u) if !u.is_empty() => u,
-        _ => {
-            assert!(
-                !services_required(),
-                "TOLLGATE_TEST_REQUIRE_SERVICES=1 but TOLLGATE_TEST_DATABASE_URL is not set"
-            );
-            format!("sqlite://{}/ledger.db", dir.display())
-        }
-    }
-}
-
+/// An e-mail no other test, run or process has used.
 pub fn unique_email() -> String {
     format!(
         "u{}-{}-{}@example.com",
@@ -124,29 +65,84 @@ fn rand_suffix() -> u64 {
         % 1_000_000_007
 }
 
+/// Credits as the API shows them (a JSON number) in micro-credits, the ledger's unit.
+pub fn micros(credits: &Value) -> i64 {
+    (credits.as_f64().unwrap() * 1_000_000.0).round() as i64
+}
+
 /// `[timeouts]` short enough for tests.
 pub const FAST_TIMEOUTS: &str =
     "[timeouts]\nconnect = 1\nresponse = 3\nstream_chunk = 2\nclient_idle = 3\n";
 
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+
+/// A running gateway process on its own ports and config file.
+pub struct Gateway {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub metrics_addr: SocketAddr,
+    pub config_path: PathBuf,
+    pub dir: PathBuf,
+    server_section: String,
+    /// A funded account made at start (unless [`Opts::no_account`]).
+    pub key: String,
+    pub user_id: String,
+}
+
+/// How a test gateway is started.
+#[derive(Clone, Default)]
+pub struct Opts {
+    /// The ledger to use; default: `TOLLGATE_TEST_DATABASE_URL` or a SQLite file of its own.
+    pub database_url: Option<String>,
+    /// Extra `[storage]` lines (hold expiry in crash tests).
+    pub storage: String,
+    /// Sign up an account and fund it with this many credits (default 1,000,000).
+    pub credits: Option<f64>,
+    /// No account at all (a second instance on another's database).
+    pub no_account: bool,
+    /// `[plans.*]` sections; default: a guest tier too generous to get in a test's way.
+    pub plans: Option<String>,
+    /// Plan of the funded account (default `business`, unlimited).
+    pub plan: Option<String>,
+    /// Redis key prefix; default a fresh one, so runs and tests never share counters.
+    pub redis_prefix: Option<String>,
+    /// Use this Redis instead of `TOLLGATE_TEST_REDIS_URL` (failure-mode tests).
+    pub redis_url: Option<String>,
+    /// `server.trusted_proxies`, one CIDR.
+    pub trusted: Option<String>,
+    /// The embedded default whatever the environment says: a SQLite file of its own and
+    /// in-process counters (the end-to-end bench measures that set-up).
+    pub embedded: bool,
+    /// `TOLLGATE_LOG` (default `info`).
+    pub log: Option<String>,
+}
+
 impl Gateway {
-    /// Starts the binary with `body` (providers, models, aliases, timeouts) under a generated
-    /// `[server]` section, and waits until it answers.
-    pub async fn start(body: &str) -> Gateway {
-        Self::start_opts(body, Opts::default()).await
+    /// Starts `bin` (see [`tollgate_bin!`](crate::tollgate_bin)) with `body` (providers, models,
+    /// aliases, timeouts) under a generated `[server]` section, waits until its ledger answers,
+    /// and makes the funded account.
+    pub async fn start(bin: &Path, body: &str) -> Gateway {
+        Self::start_opts(bin, body, Opts::default()).await
     }
 
-    pub async fn start_opts(body: &str, opts: Opts) -> Gateway {
+    pub async fn start_opts(bin: &Path, body: &str, opts: Opts) -> Gateway {
         let dir = temp_dir();
-        let db = opts
-            .database_url
-            .clone()
-            .unwrap_or_else(|| database_url(&dir));
+        let db = match (&opts.database_url, opts.embedded) {
+            (Some(db), _) => db.clone(),
+            (None, true) => format!("sqlite://{}/ledger.db", dir.display()),
+            (None, false) => database_url(&dir),
+        };
+        let redis = match opts.redis_url.clone() {
+            Some(r) => Some(r),
+            None if opts.embedded => None,
+            None => redis_url(),
+        };
         let prefix = opts
             .redis_prefix
             .clone()
             .unwrap_or_else(|| format!("tgtest{}", rand_suffix()));
         let mut storage = opts.storage.clone();
-        if let Some(r) = opts.redis_url.clone().or_else(redis_url) {
+        if let Some(r) = redis {
             storage.push_str(&format!(
                 "\nredis_url = \"{r}\"\nredis_prefix = \"{prefix}\"\n"
             ));
@@ -167,15 +163,15 @@ impl Gateway {
         let config_path = dir.join("tollgate.toml");
         std::fs::write(&config_path, format!("{server_section}{body}")).unwrap();
         let log = std::fs::File::create(dir.join("gateway.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        let child = Command::new(bin)
             .args(["serve", "--config"])
             .arg(&config_path)
-            .env("TOLLGATE_LOG", "info")
+            .env("TOLLGATE_LOG", opts.log.as_deref().unwrap_or("info"))
             .env("TOLLGATE_ADMIN_TOKEN", ADMIN_TOKEN)
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()
-            .expect("start gateway");
+            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()));
         let mut gw = Gateway {
             child,
             addr,
@@ -308,6 +304,56 @@ impl Gateway {
         r.json()
     }
 
+    /// The balance `/api/v1/auth/me` shows this key, in micro-credits.
+    pub async fn balance(&self, key: &str) -> i64 {
+        micros(&self.me(key).await["credits"])
+    }
+
+    /// `/api/v1/usage` as this key sees it.
+    pub async fn usage(&self, key: &str) -> Value {
+        let auth = format!("Bearer {key}");
+        let r = request(
+            self.addr,
+            "GET",
+            "/api/v1/usage",
+            &[("Authorization", &auth)],
+            b"",
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()
+    }
+
+    /// The account as the admin API shows it.
+    pub async fn admin_account(&self, user_id: &str) -> Value {
+        let auth = format!("Bearer {ADMIN_TOKEN}");
+        request(
+            self.addr,
+            "GET",
+            &format!("/api/v1/admin/accounts/{user_id}"),
+            &[("Authorization", &auth)],
+            b"",
+        )
+        .await
+        .json()
+    }
+
+    /// A request with this `Authorization` header value and a JSON content type.
+    pub async fn with_auth(&self, method: &str, path: &str, auth: &str, body: &[u8]) -> Response {
+        request(
+            self.addr,
+            method,
+            path,
+            &[
+                ("Authorization", auth),
+                ("Content-Type", "application/json"),
+            ],
+            body,
+        )
+        .await
+    }
+
+    /// A chat request with `key`, or as a guest.
     pub async fn chat_as(&self, key: Option<&str>, body: &Value) -> Response {
         let b = serde_json::to_vec(body).unwrap();
         let auth = key.map(|k| format!("Bearer {k}"));
@@ -365,8 +411,8 @@ impl Drop for Gateway {
     }
 }
 
-/// A provider block for a fake.
-pub fn provider(name: &str, fakes: &[&FakeProvider], extra: &str) -> String {
+/// A `[[providers]]` block whose endpoints are these fakes.
+pub fn provider(name: &str, fakes: &[&FakeOpenAi], extra: &str) -> String {
     let eps: Vec<String> = fakes.iter().map(|f| format!("\"{}\"", f.url())).collect();
     format!(
         "[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nendpoints = [{}]\n{extra}\n",
@@ -374,161 +420,10 @@ pub fn provider(name: &str, fakes: &[&FakeProvider], extra: &str) -> String {
     )
 }
 
+/// A `[[models]]` block at 1 credit / 1K input and 2 / 1K output tokens, served upstream as
+/// `up-<id>`.
 pub fn model(id: &str, provider: &str, tier: &str, extra: &str) -> String {
     format!(
         "[[models]]\nid = \"{id}\"\nprovider = \"{provider}\"\nupstream_model = \"up-{id}\"\ntier = \"{tier}\"\ninput_credits_per_1k = 1\noutput_credits_per_1k = 2\nmax_output_tokens = 1000\n{extra}\n"
     )
-}
-
-#[derive(Debug)]
-pub struct Response {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
-    }
-
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    /// The `data:` payloads of an SSE body, in order.
-    pub fn sse_data(&self) -> Vec<String> {
-        self.text()
-            .split("\n\n")
-            .filter_map(|ev| {
-                let lines: Vec<&str> = ev
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data: "))
-                    .collect();
-                (!lines.is_empty()).then(|| lines.join("\n"))
-            })
-            .collect()
-    }
-
-    /// Asserts the SPEC.md error object and returns it.
-    pub fn error(&self, status: u16, ty: &str) -> Value {
-        assert_eq!(self.status, status, "body: {}", self.text());
-        let v = self.json();
-        assert_eq!(v["error"]["type"], ty, "{v}");
-        assert_eq!(v["error"]["code"], status, "{v}");
-        assert!(
-            v["error"]["message"]
-                .as_str()
-                .is_some_and(|m| !m.is_empty()),
-            "{v}"
-        );
-        assert!(self.header("x-request-id").is_some());
-        v
-    }
-}
-
-pub async fn raw_request(addr: SocketAddr, raw: &[u8]) -> Response {
-    let mut s = TcpStream::connect(addr).await.expect("connect gateway");
-    s.write_all(raw).await.unwrap();
-    let mut buf = Vec::new();
-    let _ = s.read_to_end(&mut buf).await;
-    parse_response(&buf)
-}
-
-pub async fn request(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> Response {
-    let mut raw = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        raw.push_str(&format!("{k}: {v}\r\n"));
-    }
-    raw.push_str("\r\n");
-    let mut bytes = raw.into_bytes();
-    bytes.extend_from_slice(body);
-    raw_request(addr, &bytes).await
-}
-
-pub async fn get(addr: SocketAddr, path: &str) -> Response {
-    request(addr, "GET", path, &[], b"").await
-}
-
-pub async fn post_json(addr: SocketAddr, path: &str, body: &Value) -> Response {
-    let b = serde_json::to_vec(body).unwrap();
-    request(
-        addr,
-        "POST",
-        path,
-        &[("Content-Type", "application/json")],
-        &b,
-    )
-    .await
-}
-
-pub fn parse_response(buf: &[u8]) -> Response {
-    let end = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no response head in {:?}", String::from_utf8_lossy(buf)));
-    let head = String::from_utf8_lossy(&buf[..end]).to_string();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let mut body = buf[end + 4..].to_vec();
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
-    if chunked {
-        body = dechunk(&body);
-    }
-    Response {
-        status,
-        headers,
-        body,
-    }
-}
-
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
-        let size_str = String::from_utf8_lossy(&b[..eol]);
-        let Ok(size) = usize::from_str_radix(size_str.split(';').next().unwrap().trim(), 16) else {
-            break;
-        };
-        if size == 0 || b.len() < eol + 2 + size {
-            out.extend_from_slice(&b[(eol + 2).min(b.len())..(eol + 2 + size).min(b.len())]);
-            break;
-        }
-        out.extend_from_slice(&b[eol + 2..eol + 2 + size]);
-        b = &b[(eol + 4 + size).min(b.len())..];
-    }
-    out
-}
-
-pub fn user(content: &str) -> Value {
-    serde_json::json!([{"role": "user", "content": content}])
 }

@@ -1,0 +1,32 @@
+//! Tollgate's test kit: the fakes a test needs and the real gateway binary started on a
+//! generated config, shared by the integration tests (`tests/`) and the benchmarks (`benches/`).
+//!
+//! # Layout
+//! - [`gateway`]: [`Gateway`] starts the `tollgate` binary on its own ports, database and Redis
+//!   prefix, with a funded account; [`tollgate_bin!`] names the binary cargo built for the caller.
+//! - [`openai`]: [`FakeOpenAi`], an OpenAI-compatible provider that can fail every way a real
+//!   one does (one [`Mode`] away), built with [`FakeOpenAi::builder`].
+//! - [`redis`]: [`PrivateRedis`], a `redis-server` of a test's own, to kill and bring back.
+//! - [`http`]: a small HTTP/1.1 client that shows exactly what went over the wire.
+//! - [`services`]: which Postgres and Redis the run uses, and [`skip`] for a test that cannot
+//!   run here.
+//! - [`load`]: the keep-alive response reader of the load generator and the end-to-end bench.
+//!
+//! `use tollgate_testkit::*;` brings all of it.
+#![forbid(unsafe_code)]
+
+pub mod gateway;
+pub mod http;
+pub mod load;
+pub mod openai;
+pub mod redis;
+pub mod services;
+
+pub use gateway::{
+    free_port, micros, model, provider, temp_dir, unique_email, Gateway, Opts, ADMIN_TOKEN,
+    FAST_TIMEOUTS,
+};
+pub use http::{get, parse_response, post_json, raw_request, request, Response};
+pub use openai::{user, FakeOpenAi, FakeOpenAiBuilder, Mode, Recorded};
+pub use redis::PrivateRedis;
+pub use services::{database_url, redis_url, services_required, skip};

@@ -1,0 +1,54 @@
+//! The services a run uses: Postgres and Redis when `TOLLGATE_TEST_DATABASE_URL` and
+//! `TOLLGATE_TEST_REDIS_URL` name them, else SQLite and in-process counters; with
+//! `TOLLGATE_TEST_REQUIRE_SERVICES=1` (CI) a missing one is a failure, never a quiet fallback.
+
+use std::io::Write;
+use std::path::Path;
+
+/// Whether this run must have every service (`TOLLGATE_TEST_REQUIRE_SERVICES=1`).
+pub fn services_required() -> bool {
+    std::env::var("TOLLGATE_TEST_REQUIRE_SERVICES").is_ok_and(|v| v == "1")
+}
+
+/// The database every test of this run uses: Postgres when `TOLLGATE_TEST_DATABASE_URL` is
+/// set, else a SQLite file under `dir`.
+pub fn database_url(dir: &Path) -> String {
+    match std::env::var("TOLLGATE_TEST_DATABASE_URL") {
+        Ok(u) if !u.is_empty() => u,
+        _ => {
+            assert!(
+                !services_required(),
+                "TOLLGATE_TEST_REQUIRE_SERVICES=1 but TOLLGATE_TEST_DATABASE_URL is not set"
+            );
+            format!("sqlite://{}/ledger.db", dir.display())
+        }
+    }
+}
+
+/// `TOLLGATE_TEST_REDIS_URL`, or `None` (in-process counters).
+pub fn redis_url() -> Option<String> {
+    match std::env::var("TOLLGATE_TEST_REDIS_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            assert!(
+                !services_required(),
+                "TOLLGATE_TEST_REQUIRE_SERVICES=1 but TOLLGATE_TEST_REDIS_URL is not set"
+            );
+            None
+        }
+    }
+}
+
+/// Reports a test that cannot run here (a service or the SDK is missing): `SKIPPED: <why>` on
+/// stderr, and a failure when `TOLLGATE_TEST_REQUIRE_SERVICES=1`. Call it as
+/// `return skip("…");`.
+///
+/// The line is written to stderr directly: the test harness captures `eprintln!` and shows it
+/// only for failures, so a skipped test would otherwise look like a passed one.
+pub fn skip(why: &str) {
+    assert!(
+        !services_required(),
+        "TOLLGATE_TEST_REQUIRE_SERVICES=1 but this test cannot run: {why}"
+    );
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {why}");
+}

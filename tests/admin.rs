@@ -1,0 +1,121 @@
+//! The admin API: credit adjustments and plans per account, behind the admin token, with bad
+//! input refused. Runs on SQLite, and on Postgres when `TOLLGATE_TEST_DATABASE_URL` is set.
+
+use tollgate_testkit::*;
+
+async fn gateway() -> (FakeOpenAi, Gateway) {
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}{}",
+        provider("p", &[&fake], ""),
+        model("paid-2024-01-01", "p", "economy", ""),
+        model("free-2024-01-01", "p", "normal", "guest = true"),
+    );
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    (fake, gw)
+}
+
+#[tokio::test]
+async fn the_admin_api_adjusts_credits_and_plans_and_refuses_bad_input() {
+    let (_f, gw) = gateway().await;
+    let admin = format!("Bearer {ADMIN_TOKEN}");
+    let (uid, key) = gw.signup(&unique_email()).await;
+    let path = format!("/api/v1/admin/accounts/{uid}");
+    // Without or with a wrong token.
+    request(gw.addr, "GET", &path, &[], b"")
+        .await
+        .error(401, "authentication_error");
+    gw.with_auth("GET", &path, "Bearer wrong", b"")
+        .await
+        .error(401, "authentication_error");
+    gw.with_auth("GET", &path, &format!("Bearer {key}"), b"")
+        .await
+        .error(401, "authentication_error");
+
+    let r = gw
+        .with_auth(
+            "POST",
+            &format!("{path}/credits"),
+            &admin,
+            br#"{"delta": 12.5, "reason": "goodwill"}"#,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["credits"], 112.5);
+    assert_eq!(gw.me(&key).await["credits"], 112.5);
+    let r = gw
+        .with_auth(
+            "POST",
+            &format!("{path}/credits"),
+            &admin,
+            br#"{"delta": -500, "reason": "too much"}"#,
+        )
+        .await;
+    r.error(400, "invalid_request");
+    assert_eq!(
+        gw.me(&key).await["credits"],
+        112.5,
+        "a refused adjustment changes nothing"
+    );
+    for bad in [
+        &br#"{"reason":"x"}"#[..],
+        br#"{"delta":"5","reason":"x"}"#,
+        br#"{"delta":5}"#,
+        br#"{"delta":0,"reason":"x"}"#,
+        b"nope",
+    ] {
+        gw.with_auth("POST", &format!("{path}/credits"), &admin, bad)
+            .await
+            .error(400, "invalid_request");
+    }
+    gw.with_auth(
+        "POST",
+        "/api/v1/admin/accounts/usr_nobody/credits",
+        &admin,
+        br#"{"delta":1,"reason":"x"}"#,
+    )
+    .await
+    .error(404, "not_found");
+
+    let r = gw
+        .with_auth(
+            "PUT",
+            &format!("{path}/plan"),
+            &admin,
+            br#"{"plan":"business","requests_per_hour":50000}"#,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = gw.with_auth("GET", &path, &admin, b"").await.json();
+    assert_eq!(v["plan"], "business");
+    assert_eq!(v["requests_per_hour"], 50000);
+    assert!(v["requests_per_day"].is_null());
+    assert_eq!(gw.me(&key).await["plan"], "business");
+    gw.with_auth(
+        "PUT",
+        &format!("{path}/plan"),
+        &admin,
+        br#"{"plan":"platinum"}"#,
+    )
+    .await
+    .error(400, "invalid_request");
+    gw.with_auth(
+        "PUT",
+        &format!("{path}/plan"),
+        &admin,
+        br#"{"plan":"pro","requests_per_day":-1}"#,
+    )
+    .await
+    .error(400, "invalid_request");
+    gw.with_auth(
+        "PUT",
+        "/api/v1/admin/accounts/usr_nobody/plan",
+        &admin,
+        br#"{"plan":"pro"}"#,
+    )
+    .await
+    .error(404, "not_found");
+    gw.with_auth("GET", "/api/v1/admin/nothing", &admin, b"")
+        .await
+        .error(404, "not_found");
+}

@@ -1,0 +1,109 @@
+//! Guests (no key) are limited by client address: `X-Forwarded-For` counts only from trusted
+//! proxies, and then its right-most untrusted address is the guest. In-process counters by
+//! default; Redis when `TOLLGATE_TEST_REDIS_URL` is set.
+
+use serde_json::json;
+use tollgate_testkit::*;
+
+const PLANS: &str = "[plans.free]\nrequests_per_hour = 3\nrequests_per_day = 5\n\n[plans.pro]\nrequests_per_hour = 4\n\n[plans.guest]\nrequests_per_hour = 2\nrequests_per_day = 2\n\n[plans.smb]\nrequests_per_hour = 10\nrequests_per_day = 3\n";
+
+async fn gateway(extra_server: &str, plan: &str) -> (FakeOpenAi, Gateway) {
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}{}",
+        provider("p", &[&fake], ""),
+        model("m", "p", "economy", ""),
+        model("g", "p", "normal", "guest = true"),
+    );
+    let gw = Gateway::start_opts(
+        tollgate_bin!(),
+        &cfg,
+        Opts {
+            plans: Some(format!("{PLANS}{extra_server}")),
+            plan: Some(plan.into()),
+            ..Opts::default()
+        },
+    )
+    .await;
+    (fake, gw)
+}
+
+#[tokio::test]
+async fn guests_are_limited_by_ip_and_spoofed_forwarded_for_changes_nothing() {
+    let (_f, gw) = gateway("", "free").await;
+    let guest = |xff: &'static str| {
+        let addr = gw.addr;
+        async move {
+            let b = serde_json::to_vec(&json!({"model":"g","messages":user("hi")})).unwrap();
+            request(
+                addr,
+                "POST",
+                "/v1/chat/completions",
+                &[("X-Forwarded-For", xff)],
+                &b,
+            )
+            .await
+        }
+    };
+    assert_eq!(guest("1.1.1.1").await.status, 200);
+    assert_eq!(guest("2.2.2.2").await.status, 200);
+    let r = guest("3.3.3.3").await;
+    r.error(429, "rate_limit_exceeded");
+    // The model lists count for guests too, and not for key holders.
+    get(gw.addr, "/v1/models")
+        .await
+        .error(429, "rate_limit_exceeded");
+    let r = request(
+        gw.addr,
+        "GET",
+        "/v1/models",
+        &[("Authorization", &format!("Bearer {}", gw.key))],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(r.header("x-ratelimit-limit-requests").is_none());
+}
+
+#[tokio::test]
+async fn trusted_proxies_make_forwarded_for_the_guest_identity() {
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}",
+        provider("p", &[&fake], ""),
+        model("g", "p", "normal", "guest = true")
+    );
+    // The harness writes [server] itself; trusted_proxies goes in through a reload-free start.
+    let gw = Gateway::start_opts(
+        tollgate_bin!(),
+        &cfg,
+        Opts {
+            plans: Some(PLANS.into()),
+            trusted: Some("127.0.0.1/32".into()),
+            ..Opts::default()
+        },
+    )
+    .await;
+    let call = |xff: &'static str| {
+        let addr = gw.addr;
+        async move {
+            let b = serde_json::to_vec(&json!({"model":"g","messages":user("hi")})).unwrap();
+            request(
+                addr,
+                "POST",
+                "/v1/chat/completions",
+                &[("X-Forwarded-For", xff)],
+                &b,
+            )
+            .await
+            .status
+        }
+    };
+    // Two clients behind the trusted proxy get two buckets.
+    assert_eq!(call("9.9.9.1").await, 200);
+    assert_eq!(call("9.9.9.1").await, 200);
+    assert_eq!(call("9.9.9.1").await, 429);
+    assert_eq!(call("9.9.9.2").await, 200);
+    // A client prepending a fake address is still counted as itself (right-most untrusted).
+    assert_eq!(call("9.9.9.3, 9.9.9.1").await, 429);
+}

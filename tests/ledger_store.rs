@@ -1,0 +1,131 @@
+//! The ledger store itself, without the binary: the lease round (settle a batch, top up, give
+//! back) on whichever store the tests run against (SQLite, or Postgres when
+//! `TOLLGATE_TEST_DATABASE_URL` is set).
+
+use tollgate::ledger::{LeaseRound, Ledger, Settlement};
+use tollgate_filters::credits::HoldSize;
+use tollgate_testkit::{database_url, temp_dir, unique_email};
+
+fn lease_round<'a>(
+    lease: &'a str,
+    account: &'a str,
+    rows: &'a [(Settlement, i64)],
+    topup: i64,
+    give_back: i64,
+    release: bool,
+) -> LeaseRound<'a> {
+    LeaseRound {
+        lease_id: lease,
+        account_id: account,
+        rows,
+        topup,
+        topup_min_balance: topup * 4,
+        release,
+        give_back,
+        expires_at: LEASE_EXPIRY,
+    }
+}
+
+const LEASE_EXPIRY: i64 = 1 << 50;
+
+/// The lease round itself, on whichever store the tests run against: a retried batch is not
+/// charged twice, giving back and topping up move exact amounts, and a lease the reaper already
+/// refunded has its batch charged to the balance (clamped), once.
+#[tokio::test]
+async fn lease_rounds_are_idempotent_and_survive_a_reaped_lease() {
+    let dir = temp_dir();
+    let ledger = Ledger::connect(&database_url(&dir)).await.unwrap();
+    let account = format!("usr_{}", unique_email().replace(['@', '.', '+'], "_"));
+    ledger
+        .create_account(&account, None, None, 1_000_000, None, 0)
+        .await
+        .unwrap()
+        .unwrap();
+    let lease = format!("lease_test_{account}");
+    let size = HoldSize {
+        prompt_cost: 0,
+        wanted: 100_000,
+        minimum: 400_000,
+        output_per_1k: 0,
+    };
+    assert_eq!(
+        ledger
+            .hold(&lease, &account, &size, LEASE_EXPIRY)
+            .await
+            .unwrap(),
+        Some((100_000, 900_000))
+    );
+    let row = |id: String, cost: i64| {
+        (
+            Settlement {
+                hold_id: id.clone(),
+                request_id: id,
+                account_id: account.clone(),
+                key_id: None,
+                model_requested: "m".into(),
+                model_used: Some("m".into()),
+                provider: Some("p".into()),
+                prompt_tokens: 1,
+                completion_tokens: 1,
+                cost,
+                status: 200,
+                latency_ms: 1,
+                now_ms: 1,
+            },
+            0,
+        )
+    };
+    let rows = vec![
+        row(format!("{account}_r1"), 7_000),
+        row(format!("{account}_r2"), 3_000),
+    ];
+    let r = |rows, topup, give_back, release| {
+        lease_round(&lease, &account, rows, topup, give_back, release)
+    };
+    let first = ledger.lease_sync(&r(&rows, 0, 0, false)).await.unwrap();
+    assert_eq!(
+        (first.charged, first.balance, first.lost),
+        (10_000, 900_000, false)
+    );
+    // The same batch again (a commit whose acknowledgement was lost): nothing charged twice.
+    let again = ledger.lease_sync(&r(&rows, 0, 0, false)).await.unwrap();
+    assert_eq!(again.charged, 0);
+    assert_eq!(ledger.usage_totals(&account).await.unwrap(), (2, 10_000));
+    // Top up 50,000 (the balance keeps at least 4× that), then give 20,000 back: the lease
+    // now holds 100,000 − 10,000 + 50,000 − 20,000 = 120,000.
+    let up = ledger.lease_sync(&r(&[], 50_000, 0, false)).await.unwrap();
+    assert_eq!((up.topped_up, up.balance), (50_000, 850_000));
+    let back = ledger.lease_sync(&r(&[], 0, 20_000, false)).await.unwrap();
+    assert_eq!(back.balance, 870_000);
+    // A top-up the balance cannot cover four times over is refused and moves nothing.
+    let refused = ledger.lease_sync(&r(&[], 300_000, 0, false)).await.unwrap();
+    assert_eq!((refused.topped_up, refused.balance), (0, 870_000));
+
+    // The reaper refunds the lease (as if this instance had stalled past its expiry): all
+    // 120,000 come back; a later batch is then charged to the balance directly, once.
+    // Only this lease is made to expire (the database may be shared with other tests' holds).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let expire = LeaseRound {
+        expires_at: now - 1,
+        ..r(&[], 0, 0, false)
+    };
+    ledger.lease_sync(&expire).await.unwrap();
+    assert!(ledger.release_expired_holds(now).await.unwrap() >= 1);
+    assert_eq!(
+        ledger.account(&account).await.unwrap().unwrap().balance,
+        990_000
+    );
+    let late = vec![row(format!("{account}_r3"), 5_000)];
+    let lost = ledger.lease_sync(&r(&late, 0, 0, true)).await.unwrap();
+    assert!(lost.lost);
+    assert_eq!(lost.balance, 985_000);
+    assert_eq!(ledger.usage_totals(&account).await.unwrap(), (3, 15_000));
+    assert_eq!(
+        1_000_000 - lost.balance,
+        15_000,
+        "initial − final = sum of usage rows"
+    );
+}

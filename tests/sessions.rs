@@ -1,0 +1,148 @@
+//! Logging in: the session cookie, `/me`, logout, and throttled failures per e-mail and per
+//! client address. Runs on SQLite, and on Postgres when `TOLLGATE_TEST_DATABASE_URL` is set.
+
+use serde_json::json;
+use tollgate_testkit::*;
+
+async fn gateway() -> (FakeOpenAi, Gateway) {
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}{}",
+        provider("p", &[&fake], ""),
+        model("paid-2024-01-01", "p", "economy", ""),
+        model("free-2024-01-01", "p", "normal", "guest = true"),
+    );
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    (fake, gw)
+}
+
+#[tokio::test]
+async fn login_gives_a_session_cookie_that_works_until_logout_and_wrong_passwords_are_throttled() {
+    let (_f, gw) = gateway().await;
+    let email = unique_email();
+    gw.signup(&email).await;
+    let r = post_json(
+        gw.addr,
+        "/api/v1/auth/login",
+        &json!({"email": email, "password": "correct horse battery"}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let cookie = r.header("set-cookie").unwrap().to_string();
+    for attr in ["tg_session=", "HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(attr), "{cookie}");
+    }
+    let pair = cookie.split(';').next().unwrap().to_string();
+    let me = request(gw.addr, "GET", "/api/v1/auth/me", &[("Cookie", &pair)], b"").await;
+    assert_eq!(me.status, 200);
+    assert_eq!(me.json()["email"], email);
+    // A session is not an API key: the chat path does not accept it.
+    let chat = request(
+        gw.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[("Cookie", &pair)],
+        br#"{"model":"paid-2024-01-01","messages":[{"role":"user","content":"x"}]}"#,
+    )
+    .await;
+    chat.error(401, "authentication_error");
+
+    let out = request(
+        gw.addr,
+        "POST",
+        "/api/v1/auth/logout",
+        &[("Cookie", &pair)],
+        b"",
+    )
+    .await;
+    assert_eq!(out.status, 200);
+    request(gw.addr, "GET", "/api/v1/auth/me", &[("Cookie", &pair)], b"")
+        .await
+        .error(401, "authentication_error");
+    // A forged cookie is no session either.
+    request(
+        gw.addr,
+        "GET",
+        "/api/v1/auth/me",
+        &[("Cookie", "tg_session=forged")],
+        b"",
+    )
+    .await
+    .error(401, "authentication_error");
+
+    // Wrong passwords, unknown e-mails, bad bodies.
+    let bad = post_json(
+        gw.addr,
+        "/api/v1/auth/login",
+        &json!({"email": email, "password": "wrong password"}),
+    )
+    .await;
+    bad.error(401, "authentication_error");
+    post_json(
+        gw.addr,
+        "/api/v1/auth/login",
+        &json!({"email": unique_email(), "password": "whatever1"}),
+    )
+    .await
+    .error(401, "authentication_error");
+    post_json(gw.addr, "/api/v1/auth/login", &json!({"email": email}))
+        .await
+        .error(400, "invalid_request");
+    // Five failures for one e-mail: throttled, even with the right password.
+    for _ in 0..4 {
+        post_json(
+            gw.addr,
+            "/api/v1/auth/login",
+            &json!({"email": email, "password": "wrong password"}),
+        )
+        .await;
+    }
+    let r = post_json(
+        gw.addr,
+        "/api/v1/auth/login",
+        &json!({"email": email, "password": "correct horse battery"}),
+    )
+    .await;
+    let v = r.error(429, "rate_limit_exceeded");
+    assert!(v["error"]["retry_after"].as_u64().unwrap() >= 1);
+    assert!(r.header("retry-after").is_some());
+}
+
+#[tokio::test]
+async fn failed_logins_are_throttled_per_ip_across_e_mails() {
+    let (_f, gw) = gateway().await;
+    let email = unique_email();
+    gw.signup(&email).await;
+    // Twenty failures, each for a different e-mail, from this one client address.
+    for _ in 0..20 {
+        let r = post_json(
+            gw.addr,
+            "/api/v1/auth/login",
+            &json!({"email": unique_email(), "password": "guessing123"}),
+        )
+        .await;
+        r.error(401, "authentication_error");
+    }
+    // Now even a right password for an e-mail that never failed is refused from this IP.
+    let r = post_json(
+        gw.addr,
+        "/api/v1/auth/login",
+        &json!({"email": email, "password": "correct horse battery"}),
+    )
+    .await;
+    r.error(429, "rate_limit_exceeded");
+    // Garbage bodies on login are clear errors too.
+    for raw in [&b"{\"email\":"[..], b"[]", b""] {
+        request(gw.addr, "POST", "/api/v1/auth/login", &[], raw)
+            .await
+            .error(400, "invalid_request");
+    }
+    post_json(
+        gw.addr,
+        "/api/v1/auth/login",
+        &json!({"email": 7, "password": "x"}),
+    )
+    .await
+    .error(400, "invalid_request");
+    assert!(gw.is_healthy().await);
+}
