@@ -118,3 +118,24 @@ async fn signup_rejects_bad_input_and_writes_nothing() {
     assert_eq!(gw.me(&key).await["credits"], 100.0);
     assert!(gw.is_healthy().await);
 }
+
+#[tokio::test]
+async fn the_signup_grant_is_the_free_plans_grant_credits() {
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}[plans.free]\ngrant_credits = 25.5\n",
+        provider("p", &[&fake], ""),
+        model("paid-2024-01-01", "p", "economy", ""),
+    );
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    let r = post_json(
+        gw.addr,
+        "/api/v1/auth/signup",
+        &json!({"email": unique_email(), "password": "longenough"}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["credits"], 25.5);
+    let key = r.json()["api_key"].as_str().unwrap_or_default().to_string();
+    assert_eq!(gw.me(&key).await["credits"], 25.5);
+}

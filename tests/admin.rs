@@ -119,3 +119,36 @@ async fn the_admin_api_adjusts_credits_and_plans_and_refuses_bad_input() {
         .await
         .error(404, "not_found");
 }
+
+#[tokio::test]
+async fn a_plan_added_in_the_config_can_be_assigned_but_guest_cannot() {
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}[plans.team]\nrequests_per_hour = 5\n",
+        provider("p", &[&fake], ""),
+        model("paid-2024-01-01", "p", "economy", ""),
+    );
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    let admin = format!("Bearer {ADMIN_TOKEN}");
+    let (uid, key) = gw.signup(&unique_email()).await;
+    let path = format!("/api/v1/admin/accounts/{uid}/plan");
+    let v = gw
+        .with_auth("PUT", &path, &admin, br#"{"plan":"guest"}"#)
+        .await
+        .error(400, "invalid_request");
+    let msg = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("team") && !msg.contains("guest"), "{msg}");
+    let r = gw
+        .with_auth("PUT", &path, &admin, br#"{"plan":"team"}"#)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(gw.me(&key).await["plan"], "team");
+    // The team plan's own limit applies to the account: 5 requests an hour.
+    let body = serde_json::json!({"model": "paid-2024-01-01", "messages": user("hi")});
+    for _ in 0..5 {
+        assert_eq!(gw.chat_as(Some(&key), &body).await.status, 200);
+    }
+    gw.chat_as(Some(&key), &body)
+        .await
+        .error(429, "rate_limit_exceeded");
+}
