@@ -130,6 +130,37 @@ async fn a_failed_request_costs_nothing_but_is_recorded() {
 }
 
 #[tokio::test]
+async fn a_stream_that_dies_after_its_role_chunk_costs_nothing() {
+    // Providers send `{"role":"assistant","content":""}` first; that is not output, so a stream
+    // that dies right after it has not started: it fails over, and with nowhere left to go it
+    // is a 502 that costs nothing, not a 200 charged for the prompt.
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
+    let gw = Gateway::start(tollgate_bin!(), &config(&a, &b)).await;
+    a.set_mode(Mode::DieAfter(0));
+    b.set_mode(Mode::DieAfter(0));
+    let before = gw.balance(&gw.key).await;
+    let r = gw
+        .chat(json!({"model":"cheap","messages":user("hi"),"stream":true}))
+        .await;
+    r.error(502, "upstream_error");
+    assert_eq!(gw.balance(&gw.key).await, before);
+    let u = gw.usage(&gw.key).await;
+    let rows = u["recent"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["credits"], 0.0);
+    assert_eq!(rows[0]["status"], 502);
+    // The second candidate serves when it can: the client sees one clean stream from it.
+    b.set_mode(Mode::Ok);
+    let r = gw
+        .chat(json!({"model":"cheap","messages":user("hi"),"stream":true}))
+        .await;
+    assert_eq!(r.status, 200);
+    let data = r.sse_data();
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    assert!(!r.text().contains("\"error\""), "{}", r.text());
+}
+
+#[tokio::test]
 async fn client_gone_mid_stream_is_charged_for_what_was_delivered() {
     let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
     a.set_mode(Mode::Slow(Duration::from_millis(300)));

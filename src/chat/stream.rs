@@ -1,7 +1,8 @@
 //! A streaming attempt, in four phases:
 //! 1. [`open`]: send the request and hold the client's response until the upstream has
-//!    produced a usable event, so that a refusal, an error event or an early death still fails
-//!    over and costs nothing;
+//!    produced output (content, a tool call, a refusal or a finish; a role-only first chunk is
+//!    not output), so that an error event or an early death before it still fails over and
+//!    costs nothing;
 //! 2. [`commit`]: the 200 head and what the first events produced go to the client;
 //! 3. [`relay`]: events rewritten as they come, SSE comments while the upstream is quiet;
 //! 4. [`finish`]: the usage (the upstream's own, else the tokenizer over what was delivered),
@@ -53,7 +54,8 @@ pub async fn run(
     Ok(())
 }
 
-/// Phase 1: the response head, then events until one is worth sending.
+/// Phase 1: the response head, then events until one carries output. Chunks before it (the
+/// role chunk) are kept and sent with it.
 async fn open(a: &Attempt<'_>, request_id: &str) -> Result<(Relay, Vec<u8>), AttemptError> {
     let timeouts = a.timeouts;
     let mut up = match tokio::time::timeout(timeouts.stream_chunk, a.send(request_id)).await {
@@ -71,7 +73,7 @@ async fn open(a: &Attempt<'_>, request_id: &str) -> Result<(Relay, Vec<u8>), Att
         failure: None,
     };
     let mut pending: Vec<u8> = Vec::new();
-    while pending.is_empty() && !r.done {
+    while !r.rewriter.has_output() && !r.done {
         let piece = next_piece(
             &mut r.up,
             None,
@@ -84,7 +86,7 @@ async fn open(a: &Attempt<'_>, request_id: &str) -> Result<(Relay, Vec<u8>), Att
         let Some(piece) = piece else {
             return Err(failover(
                 "early_eof",
-                "upstream closed the stream before any event",
+                "upstream closed the stream before any output",
             ));
         };
         r.decoder
@@ -94,7 +96,7 @@ async fn open(a: &Attempt<'_>, request_id: &str) -> Result<(Relay, Vec<u8>), Att
             match r.rewriter.on_event(&ev.data) {
                 StreamStep::Emit(b) => pending.extend_from_slice(&b),
                 StreamStep::Done => r.done = true,
-                StreamStep::UpstreamError(e) if pending.is_empty() => {
+                StreamStep::UpstreamError(e) if !r.rewriter.has_output() => {
                     return Err(failover("error_event", e));
                 }
                 StreamStep::UpstreamError(e) => {

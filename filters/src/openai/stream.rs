@@ -33,6 +33,8 @@ pub struct StreamRewriter {
     /// Content and tool-call text delivered, for counting when no usage arrives.
     delivered_text: String,
     finished: bool,
+    /// A chunk carried output: content, a tool call, a refusal or a finish (not a role alone).
+    output: bool,
     /// The JSON text of the last chunk's `id` and `created`, for synthesised chunks.
     last_id: Option<String>,
     last_created: Option<String>,
@@ -60,6 +62,7 @@ impl StreamRewriter {
             usage: None,
             delivered_text: String::new(),
             finished: false,
+            output: false,
             last_id: None,
             last_created: None,
             model_json: Value::String(model.to_owned()).to_string(),
@@ -78,6 +81,13 @@ impl StreamRewriter {
     /// A chunk with `finish_reason` has been seen.
     pub fn finished(&self) -> bool {
         self.finished
+    }
+
+    /// Whether any chunk so far carried output: content, a tool call, a refusal or a finish.
+    /// A role-only first chunk does not count, so a stream is committed to the client (and
+    /// charged) only from its first real output (DESIGN.md, Rules: Routing).
+    pub fn has_output(&self) -> bool {
+        self.output
     }
 
     pub fn on_event(&mut self, data: &str) -> StreamStep {
@@ -141,6 +151,7 @@ impl StreamRewriter {
                 let finish = choice.get("finish_reason").cloned().unwrap_or(Value::Null);
                 if !finish.is_null() {
                     self.finished = true;
+                    self.output = true;
                     let has_content = choice
                         .get("delta")
                         .and_then(Value::as_object)
@@ -209,7 +220,10 @@ impl StreamRewriter {
         for d in choices.iter().filter_map(|c| c.delta.as_ref()) {
             if let Some(s) = &d.content {
                 self.delivered_text.push_str(s);
+                self.output |= !s.is_empty();
             }
+            self.output |= d.refusal.as_deref().is_some_and(|r| !r.is_empty())
+                || d.tool_calls.as_ref().is_some_and(|c| !c.is_empty());
             for f in d
                 .tool_calls
                 .iter()
@@ -248,8 +262,13 @@ impl StreamRewriter {
     fn collect_text(&mut self, delta: &Map<String, Value>) {
         if let Some(Value::String(s)) = delta.get("content") {
             self.delivered_text.push_str(s);
+            self.output |= !s.is_empty();
+        }
+        if let Some(Value::String(s)) = delta.get("refusal") {
+            self.output |= !s.is_empty();
         }
         if let Some(Value::Array(calls)) = delta.get("tool_calls") {
+            self.output |= !calls.is_empty();
             for c in calls {
                 if let Some(f) = c.get("function") {
                     for k in ["name", "arguments"] {
@@ -320,6 +339,8 @@ struct FastDelta<'a> {
     content: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     tool_calls: Option<Vec<FastCall<'a>>>,
+    #[serde(borrow, default)]
+    refusal: Option<Cow<'a, str>>,
 }
 
 #[derive(serde::Deserialize)]
@@ -400,6 +421,7 @@ mod tests {
                 "sample {i}"
             );
             assert_eq!(fast.finished(), general.finished(), "sample {i}");
+            assert_eq!(fast.has_output(), general.has_output(), "sample {i}");
             let took_fast = StreamRewriter::new("pin", false)
                 .fast_chunk(sample)
                 .is_some();
@@ -459,5 +481,37 @@ mod tests {
             r.on_event("not json"),
             StreamStep::UpstreamError(_)
         ));
+    }
+
+    #[test]
+    fn only_content_a_tool_call_a_refusal_or_a_finish_counts_as_output() {
+        let chunk = |delta: &str, finish: &str| {
+            format!(
+                r#"{{"id":"a","choices":[{{"index":0,"delta":{delta},"finish_reason":{finish}}}]}}"#
+            )
+        };
+        let output_after = |events: &[String]| {
+            let mut r = StreamRewriter::new("pin", false);
+            for e in events {
+                r.on_event(e);
+            }
+            r.has_output()
+        };
+        let role = chunk(r#"{"role":"assistant","content":""}"#, "null");
+        assert!(!output_after(&[role.clone()]));
+        assert!(!output_after(&[
+            role.clone(),
+            chunk(r#"{"content":""}"#, "null")
+        ]));
+        assert!(output_after(&[
+            role.clone(),
+            chunk(r#"{"content":"Hi"}"#, "null")
+        ]));
+        assert!(output_after(&[chunk(r#"{"refusal":"no"}"#, "null")]));
+        assert!(output_after(&[chunk(
+            r#"{"tool_calls":[{"index":0,"function":{"name":"f","arguments":""}}]}"#,
+            "null"
+        )]));
+        assert!(output_after(&[chunk("{}", r#""stop""#)]));
     }
 }
