@@ -161,6 +161,33 @@ async fn a_stream_that_dies_after_its_role_chunk_costs_nothing() {
 }
 
 #[tokio::test]
+async fn max_tokens_is_always_sent_upstream_under_the_name_the_client_used() {
+    // Without a cap the provider could bill past what the hold covers.
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
+    let gw = Gateway::start(tollgate_bin!(), &config(&a, &b)).await;
+    let sent = |r: &Recorded| r.json();
+    for stream in [false, true] {
+        let r = gw
+            .chat(json!({"model":"cheap","messages":user("hi"),"stream":stream}))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let up = sent(a.requests().last().unwrap());
+        assert_eq!(
+            up["max_tokens"], 1000,
+            "the model's max_output_tokens: {up}"
+        );
+        assert!(up.get("max_completion_tokens").is_none());
+    }
+    let r = gw
+        .chat(json!({"model":"cheap","messages":user("hi"),"max_completion_tokens":50}))
+        .await;
+    assert_eq!(r.status, 200);
+    let up = sent(a.requests().last().unwrap());
+    assert_eq!(up["max_completion_tokens"], 50);
+    assert!(up.get("max_tokens").is_none(), "{up}");
+}
+
+#[tokio::test]
 async fn client_gone_mid_stream_is_charged_for_what_was_delivered() {
     let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
     a.set_mode(Mode::Slow(Duration::from_millis(300)));

@@ -26,7 +26,7 @@ pub struct Forward<'a> {
     pub req: &'a ChatRequest,
     /// Catalog indices of the models to try, in order.
     pub candidates: &'a [usize],
-    /// What the hold allows; `None`: the client's own `max_tokens`.
+    /// What the hold allows; `None`: the client's own `max_tokens`, or the model's most.
     pub max_tokens: Option<u64>,
 }
 
@@ -43,12 +43,20 @@ pub async fn run(
         let Some(pool) = f.rt.pools.get(&model.provider) else {
             continue;
         };
-        // The metering step may have lowered max_tokens to what the balance pays for.
+        // Always sent, so that nothing but the hold bounds what the provider may bill: what
+        // the balance pays for (the metering step), else the client's own, else the model's
+        // most, never above the model's most.
         let max_tokens = f
             .max_tokens
             .or(f.req.max_tokens)
-            .map(|n| n.min(model.max_output_tokens));
-        let body = provider::chat_body(&pool.provider, f.req, &model.upstream_model, max_tokens);
+            .unwrap_or(model.max_output_tokens)
+            .min(model.max_output_tokens);
+        let body = provider::chat_body(
+            &pool.provider,
+            f.req,
+            &model.upstream_model,
+            Some(max_tokens),
+        );
         let body = Bytes::from(body);
         for endpoint in pool.usable_endpoints() {
             if !f.req.stream && Instant::now() >= deadline {
