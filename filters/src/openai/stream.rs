@@ -498,7 +498,7 @@ mod tests {
             r.has_output()
         };
         let role = chunk(r#"{"role":"assistant","content":""}"#, "null");
-        assert!(!output_after(&[role.clone()]));
+        assert!(!output_after(std::slice::from_ref(&role)));
         assert!(!output_after(&[
             role.clone(),
             chunk(r#"{"content":""}"#, "null")
