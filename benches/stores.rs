@@ -37,7 +37,7 @@ fn bench_ledger(c: &mut Criterion) {
         let user = format!("usr_bench_{}_{name}", std::process::id());
         rt.block_on(ledger.create_account(&user, None, None, i64::MAX / 4, None, 0))
             .unwrap();
-        let plan = size_hold(500, 256, 1_000_000, 2_000_000);
+        let plan = size_hold(500, 256, 1, 1_000_000, 2_000_000);
         let mut n = 0u64;
         c.bench_function(&format!("ledger_hold_and_settle/{name}"), |b| {
             b.iter(|| {

@@ -188,6 +188,42 @@ async fn max_tokens_is_always_sent_upstream_under_the_name_the_client_used() {
 }
 
 #[tokio::test]
+async fn every_one_of_n_choices_is_held_for_max_tokens() {
+    // The hold is priced at the candidates' highest output rate ("dear", 5 credits per 1K), so
+    // 5 credits pay for ~1,000 output tokens in all: with n = 4 each choice may have ~250, not
+    // the model's 1,000 (which would let the provider bill four times the balance).
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
+    let gw = Gateway::start(tollgate_bin!(), &config(&a, &b)).await;
+    let (uid, key) = gw.signup(&unique_email()).await;
+    gw.admin_credits(&uid, -95.0).await;
+    let r = gw
+        .chat_as(
+            Some(&key),
+            &json!({"model":"cheap","messages":user("hi"),"n":4}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let per_choice = a.requests().last().unwrap().json()["max_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        per_choice > 200 && per_choice < 250,
+        "max_tokens {per_choice}"
+    );
+    assert!(
+        4 * per_choice * 5 <= 5 * 1000,
+        "4 choices fit in the balance"
+    );
+    // n beyond what one request may ask for is refused before any hold.
+    gw.chat_as(
+        Some(&key),
+        &json!({"model":"cheap","messages":user("hi"),"n":129}),
+    )
+    .await
+    .error(400, "invalid_request");
+}
+
+#[tokio::test]
 async fn client_gone_mid_stream_is_charged_for_what_was_delivered() {
     let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
     a.set_mode(Mode::Slow(Duration::from_millis(300)));

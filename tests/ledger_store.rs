@@ -47,6 +47,7 @@ async fn lease_rounds_are_idempotent_and_survive_a_reaped_lease() {
         wanted: 100_000,
         minimum: 400_000,
         output_per_1k: 0,
+        choices: 1,
     };
     assert_eq!(
         ledger

@@ -57,16 +57,21 @@ pub struct HoldSize {
     pub minimum: i64,
     /// µcr per 1K output tokens used to convert a hold back into tokens.
     pub output_per_1k: u64,
+    /// Completions asked for (`n`): every one may run to `max_tokens`.
+    pub choices: u64,
 }
 
-/// Sizes the hold from an estimated prompt size and the highest rates among the route's
-/// candidates (the model that ends up serving the request may be any of them).
+/// Sizes the hold from an estimated prompt size, `max_tokens` for each of `choices`
+/// completions (`n`), and the highest rates among the route's candidates (the model that ends
+/// up serving the request may be any of them).
 pub fn size_hold(
     prompt_tokens: u64,
     max_tokens: u64,
+    choices: u64,
     input_per_1k: u64,
     output_per_1k: u64,
 ) -> HoldSize {
+    let choices = choices.max(1);
     let prompt_cost = cost(
         Usage {
             prompt_tokens,
@@ -87,20 +92,22 @@ pub fn size_hold(
     };
     HoldSize {
         prompt_cost,
-        wanted: prompt_cost.saturating_add(out(max_tokens)),
-        minimum: prompt_cost.saturating_add(out(1)),
+        wanted: prompt_cost.saturating_add(out(max_tokens.saturating_mul(choices))),
+        minimum: prompt_cost.saturating_add(out(choices)),
         output_per_1k,
+        choices,
     }
 }
 
 impl HoldSize {
-    /// How many output tokens a granted hold pays for (at least 1 when `held >= minimum`).
+    /// How many output tokens per completion a granted hold pays for (at least 1 when
+    /// `held >= minimum`).
     pub fn affordable_tokens(&self, held: i64, max_tokens: u64) -> u64 {
         if self.output_per_1k == 0 {
             return max_tokens;
         }
         let left = (held - self.prompt_cost).max(0) as u128;
-        let tokens = left * 1000 / self.output_per_1k as u128;
+        let tokens = left * 1000 / self.output_per_1k as u128 / self.choices.max(1) as u128;
         (tokens.min(max_tokens as u128)) as u64
     }
 }
@@ -167,7 +174,7 @@ mod tests {
 
     #[test]
     fn hold_size_and_affordable_tokens() {
-        let h = size_hold(10, 100, 1_000_000, 2_000_000);
+        let h = size_hold(10, 100, 1, 1_000_000, 2_000_000);
         assert_eq!(h.prompt_cost, 10_000);
         assert_eq!(h.wanted, 10_000 + 200_000);
         assert_eq!(h.minimum, 12_000);
@@ -175,9 +182,21 @@ mod tests {
         assert_eq!(h.affordable_tokens(50_000, 100), 20);
         assert_eq!(h.affordable_tokens(12_000, 100), 1);
         assert_eq!(h.affordable_tokens(11_999, 100), 0);
-        let free = size_hold(10, 100, 0, 0);
+        let free = size_hold(10, 100, 1, 0, 0);
         assert_eq!((free.wanted, free.minimum), (0, 0));
         assert_eq!(free.affordable_tokens(0, 100), 100);
+    }
+
+    #[test]
+    fn every_choice_of_n_is_held_for_max_tokens() {
+        let h = size_hold(10, 100, 4, 1_000_000, 2_000_000);
+        assert_eq!(h.wanted, 10_000 + 4 * 200_000);
+        assert_eq!(h.minimum, 10_000 + 4 * 2_000, "one token for each choice");
+        assert_eq!(h.affordable_tokens(h.wanted, 100), 100);
+        // Half the output paid for: each of the 4 choices gets half its tokens.
+        assert_eq!(h.affordable_tokens(10_000 + 400_000, 100), 50);
+        assert_eq!(h.affordable_tokens(h.minimum, 100), 1);
+        assert_eq!(h.affordable_tokens(h.minimum - 1, 100), 0);
     }
 
     #[test]

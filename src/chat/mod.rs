@@ -116,6 +116,7 @@ async fn hold(
         account_id: &key.account_id,
         key_id: &key.key_id,
         max_tokens: req.max_tokens,
+        choices: req.n,
         messages: req.body.get("messages").unwrap_or(&serde_json::Value::Null),
     };
     let models = candidates.iter().map(|&i| catalog.model(i));

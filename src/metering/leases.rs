@@ -203,6 +203,7 @@ impl Leases {
             wanted: target,
             minimum: target.saturating_mul(BALANCE_MULTIPLE),
             output_per_1k: 0,
+            choices: 1,
         };
         let got = ledger.hold(&id, account, &size, self.expires_at()).await?;
         let mut map = locked(&self.accounts);

@@ -86,6 +86,8 @@ pub struct HoldRequest<'a> {
     pub key_id: &'a str,
     /// The client's `max_tokens`, if any.
     pub max_tokens: Option<u64>,
+    /// Completions asked for (`n`); each is held for `max_tokens`.
+    pub choices: u64,
     /// The `messages` of the request, for the prompt estimate.
     pub messages: &'a serde_json::Value,
 }
@@ -107,7 +109,7 @@ pub async fn hold<'m>(
         .unwrap_or(max_output_tokens)
         .min(max_output_tokens);
     let prompt = credits::estimate_prompt_tokens(req.messages);
-    let size = size_hold(prompt, max_tokens, max_in, max_out);
+    let size = size_hold(prompt, max_tokens, req.choices, max_in, max_out);
     let placed = |held: i64, lease: Option<Arc<str>>, balance: i64, at: &str| {
         meter.metrics.credit_holds.with_label_values(&[at]).inc();
         let affordable = size.affordable_tokens(held, max_tokens);

@@ -18,6 +18,8 @@ const ROLES: &[&str] = &[
     "function",
 ];
 const TOOL_CHOICES: &[&str] = &["auto", "none", "required"];
+/// The most completions (`n`) one request may ask for.
+const MAX_CHOICES: u64 = 128;
 
 /// A validated request: the fields the pipeline needs, and the body to pass on.
 #[derive(Debug, Clone)]
@@ -28,6 +30,8 @@ pub struct ChatRequest {
     pub client_wants_usage: bool,
     /// `max_tokens`, or the newer `max_completion_tokens`.
     pub max_tokens: Option<u64>,
+    /// `n`: completions asked for (1 when absent).
+    pub n: u64,
     pub body: Map<String, Value>,
     /// Size of the body as received, to size the upstream copy in one allocation.
     pub raw_len: usize,
@@ -123,11 +127,14 @@ pub fn parse_chat_request(raw: &[u8]) -> Result<ChatRequest, GatewayError> {
     if let Some(tc) = body.get("tool_choice") {
         check_tool_choice(tc)?;
     }
-    if let Some(n) = body.get("n") {
-        if !n.is_null() && n.as_u64().is_none_or(|n| n < 1) {
-            return Err(field_err("n", "must be a positive integer"));
-        }
-    }
+    let n = match body.get("n") {
+        None | Some(Value::Null) => 1,
+        // OpenAI's own bound; every choice is held for max_tokens.
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..=MAX_CHOICES) => n,
+            _ => return Err(field_err("n", "must be an integer from 1 to 128")),
+        },
+    };
     if let Some(stop) = body.get("stop") {
         let ok = match stop {
             Value::Null | Value::String(_) => true,
@@ -144,6 +151,7 @@ pub fn parse_chat_request(raw: &[u8]) -> Result<ChatRequest, GatewayError> {
         stream,
         client_wants_usage,
         max_tokens,
+        n,
         body,
         raw_len: raw.len(),
     })
@@ -438,6 +446,17 @@ mod tests {
             assert!(err_of(json!({"model":"m","messages":msg(),"max_tokens":n}))
                 .starts_with("max_tokens"));
         }
+        for n in [json!(0), json!(129), json!(1.5), json!("2")] {
+            assert!(err_of(json!({"model":"m","messages":msg(),"n":n})).starts_with("n:"));
+        }
+        let parsed = |n: serde_json::Value| {
+            parse_chat_request(
+                &serde_json::to_vec(&json!({"model":"m","messages":msg(),"n":n})).unwrap(),
+            )
+            .map(|r| r.n)
+        };
+        assert_eq!(parsed(json!(null)), Ok(1));
+        assert_eq!(parsed(json!(128)), Ok(128));
         assert!(err_of(json!({"model":"m","messages":msg(),"stream":"yes"})).starts_with("stream"));
         assert!(err_of(json!({"model":"m","messages":msg(),"tools":{}})).starts_with("tools"));
         assert!(
