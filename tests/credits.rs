@@ -189,9 +189,8 @@ async fn max_tokens_is_always_sent_upstream_under_the_name_the_client_used() {
 
 #[tokio::test]
 async fn every_one_of_n_choices_is_held_for_max_tokens() {
-    // The hold is priced at the candidates' highest output rate ("dear", 5 credits per 1K), so
-    // 5 credits pay for ~1,000 output tokens in all: with n = 4 each choice may have ~250, not
-    // the model's 1,000 (which would let the provider bill four times the balance).
+    // 5 credits at 2 credits per 1K output tokens pay for ~2,500 tokens in all: with n = 4, each
+    // choice may have ~620, not the model's 1,000 (which would let the provider bill 8 credits).
     let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
     let gw = Gateway::start(tollgate_bin!(), &config(&a, &b)).await;
     let (uid, key) = gw.signup(&unique_email()).await;
@@ -207,11 +206,11 @@ async fn every_one_of_n_choices_is_held_for_max_tokens() {
         .as_u64()
         .unwrap();
     assert!(
-        per_choice > 200 && per_choice < 250,
+        per_choice > 600 && per_choice < 625,
         "max_tokens {per_choice}"
     );
     assert!(
-        4 * per_choice * 5 <= 5 * 1000,
+        4 * per_choice * 2 <= 5 * 1000,
         "4 choices fit in the balance"
     );
     // n beyond what one request may ask for is refused before any hold.
@@ -221,6 +220,66 @@ async fn every_one_of_n_choices_is_held_for_max_tokens() {
     )
     .await
     .error(400, "invalid_request");
+}
+
+#[tokio::test]
+async fn a_cheap_model_is_never_refused_because_of_a_pricier_sibling() {
+    // One tier: a 0.15/0.6 model and a 1,000,000-credit one. The hold is sized for the model
+    // asked for, at its own rates; the sibling is skipped when the hold cannot pay for it.
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}{}{}",
+        provider("p1", &[&a], ""),
+        provider("p2", &[&b], ""),
+        "[[models]]\nid = \"mini\"\nprovider = \"p1\"\ntier = \"economy\"\ninput_credits_per_1k = 0.15\noutput_credits_per_1k = 0.6\nmax_output_tokens = 16384\n\n",
+        "[[models]]\nid = \"huge\"\nprovider = \"p2\"\ntier = \"economy\"\ninput_credits_per_1k = 1000000\noutput_credits_per_1k = 1000000\n\n",
+    );
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    let (_uid, key) = gw.signup(&unique_email()).await;
+    let before = gw.balance(&key).await;
+    for (stream, max_tokens) in [
+        (false, None),
+        (false, Some(100)),
+        (true, None),
+        (true, Some(100)),
+    ] {
+        let mut body = json!({"model":"mini","messages":user("hi"),"stream":stream});
+        if let Some(m) = max_tokens {
+            body["max_tokens"] = m.into();
+        }
+        let r = gw.chat_as(Some(&key), &body).await;
+        assert_eq!(
+            r.status,
+            200,
+            "stream {stream}, max_tokens {max_tokens:?}: {}",
+            r.text()
+        );
+        let up = a.requests().last().unwrap().json();
+        assert_eq!(up["max_tokens"], max_tokens.unwrap_or(16384), "{up}");
+    }
+    // Charged exactly: the four usage rows at mini's rates, nothing more.
+    let u = gw.usage(&key).await;
+    let rows = u["recent"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    let expected: i64 = rows
+        .iter()
+        .map(|r| {
+            let (p, c) = (
+                r["prompt_tokens"].as_i64().unwrap(),
+                r["completion_tokens"].as_i64().unwrap(),
+            );
+            (p * 150_000 + c * 600_000 + 999) / 1000
+        })
+        .sum();
+    assert_eq!(before - gw.balance(&key).await, expected);
+    // The cheap model fails: the sibling the hold cannot pay for is skipped, not tried.
+    a.set_mode(Mode::Status(500));
+    let held_before = gw.balance(&key).await;
+    gw.chat_as(Some(&key), &json!({"model":"mini","messages":user("hi")}))
+        .await
+        .error(502, "upstream_error");
+    assert_eq!(b.chat_count(), 0);
+    assert_eq!(gw.balance(&key).await, held_before);
 }
 
 #[tokio::test]
@@ -282,7 +341,8 @@ async fn client_gone_mid_stream_is_charged_for_what_was_delivered() {
 #[tokio::test]
 async fn max_tokens_is_lowered_to_what_the_balance_pays_and_402_below_one_token() {
     let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
-    // b is the dearer candidate of the tier, so the hold uses its rates (3 in, 5 out).
+    // The hold is sized at the first candidate's own rates (1 in, 2 out), not at those of b,
+    // the dearer candidate of the tier (3 in, 5 out).
     let gw = Gateway::start_opts(
         tollgate_bin!(),
         &config(&a, &b),
@@ -298,14 +358,15 @@ async fn max_tokens_is_lowered_to_what_the_balance_pays_and_402_below_one_token(
     assert_eq!(r.status, 200, "{}", r.text());
     let sent = a.requests()[0].json();
     let lowered = sent["max_tokens"].as_u64().unwrap();
-    // 100,000 µcr; prompt estimate for "hi": ceil(2/3) + 8 + 3 = 12 tokens × 3,000 = 36,000;
-    // the rest buys (100,000 − 36,000) / 5,000 = 12 output tokens.
-    assert_eq!(lowered, 12);
+    // 100,000 µcr; prompt estimate for "hi": ceil(2/3) + 8 + 3 = 12 tokens × 1,000 = 12,000;
+    // the rest buys (100,000 − 12,000) / 2,000 = 44 output tokens.
+    assert_eq!(lowered, 44);
     assert!(gw.balance(&gw.key).await >= 0);
 
-    // Almost nothing left: not even one output token → 402, nothing charged, no usage row.
+    // Almost nothing left (10,000 µcr < 12,000 + 2,000): not even one output token → 402,
+    // nothing charged, no usage row.
     let (uid, key) = gw.signup(&unique_email()).await;
-    gw.admin_credits(&uid, -99.96).await;
+    gw.admin_credits(&uid, -99.99).await;
     let before = gw.balance(&key).await;
     let r = gw
         .chat_as(Some(&key), &json!({"model":"cheap","messages":user("hi")}))

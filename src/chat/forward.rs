@@ -15,6 +15,7 @@ use tollgate_filters::GatewayError;
 
 use super::attempt::{Attempt, AttemptError, Destination};
 use super::stream;
+use crate::metering::Budget;
 use crate::proxy::ctx::RequestCtx;
 use crate::runtime::{Runtime, Shared};
 use crate::upstream::provider;
@@ -26,8 +27,8 @@ pub struct Forward<'a> {
     pub req: &'a ChatRequest,
     /// Catalog indices of the models to try, in order.
     pub candidates: &'a [usize],
-    /// What the hold allows; `None`: the client's own `max_tokens`, or the model's most.
-    pub max_tokens: Option<u64>,
+    /// What the credit hold pays for; `None` (a guest): no bound but the model's.
+    pub budget: Option<Budget>,
 }
 
 pub async fn run(
@@ -43,14 +44,30 @@ pub async fn run(
         let Some(pool) = f.rt.pools.get(&model.provider) else {
             continue;
         };
-        // Always sent, so that nothing but the hold bounds what the provider may bill: what
-        // the balance pays for (the metering step), else the client's own, else the model's
-        // most, never above the model's most.
-        let max_tokens = f
+        // Always sent, so that nothing but the hold bounds what the provider may bill: the
+        // client's own or the model's most, lowered to what the hold pays for at this model's
+        // rates. A model the hold cannot buy one token per completion of is skipped.
+        let requested = f
+            .req
             .max_tokens
-            .or(f.req.max_tokens)
             .unwrap_or(model.max_output_tokens)
             .min(model.max_output_tokens);
+        let max_tokens = match &f.budget {
+            None => requested,
+            Some(b) => match b.max_tokens(model, requested) {
+                Some(t) => t,
+                None => {
+                    f.shared
+                        .metrics
+                        .failovers
+                        .with_label_values(&[&model.id, "unaffordable"])
+                        .inc();
+                    tracing::info!(request_id = %ctx.request_id, model = %model.id, "skipping a candidate the credit hold cannot pay for");
+                    last_failure = format!("{}: the credit hold cannot pay for it", model.id);
+                    continue;
+                }
+            },
+        };
         let body = provider::chat_body(
             &pool.provider,
             f.req,

@@ -15,12 +15,12 @@ pub mod stream;
 use pingora::proxy::Session;
 use tollgate_filters::credits::format_credits;
 use tollgate_filters::openai::request::{parse_chat_request, ChatRequest};
-use tollgate_filters::route::{Catalog, Target};
+use tollgate_filters::route::{ModelSpec, Target};
 use tollgate_filters::time::http_date;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use crate::ledger::KeyAuth;
-use crate::metering::{self, Hold, HoldRequest};
+use crate::metering::{self, Budget, Hold, HoldRequest};
 use crate::proxy::body;
 use crate::proxy::caller::{self, Caller};
 use crate::proxy::ctx::RequestCtx;
@@ -83,8 +83,8 @@ async fn pipeline(
             "no healthy upstream can serve {what}"
         )));
     }
-    let max_tokens = match &caller {
-        Caller::Key(key) => hold(shared, ctx, key, catalog, &candidates, &req).await?,
+    let budget = match &caller {
+        Caller::Key(key) => Some(hold(shared, ctx, key, catalog.model(candidates[0]), &req).await?),
         _ => None,
     };
     if let Some(n) = resolution.notice {
@@ -96,20 +96,20 @@ async fn pipeline(
         rt: &rt,
         req: &req,
         candidates: &candidates,
-        max_tokens,
+        budget,
     };
     forward::run(&f, session, ctx).await
 }
 
-/// Places the credit hold of a keyed request; returns the `max_tokens` to send upstream.
+/// Places the credit hold of a keyed request, sized for its first candidate; returns what it
+/// pays for.
 async fn hold(
     shared: &Shared,
     ctx: &mut RequestCtx,
     key: &KeyAuth,
-    catalog: &Catalog,
-    candidates: &[usize],
+    first: &ModelSpec,
     req: &ChatRequest,
-) -> Result<Option<u64>, GatewayError> {
+) -> Result<Budget, GatewayError> {
     let meter = shared.meter()?;
     let ask = HoldRequest {
         request_id: &ctx.request_id,
@@ -119,16 +119,15 @@ async fn hold(
         choices: req.n,
         messages: req.body.get("messages").unwrap_or(&serde_json::Value::Null),
     };
-    let models = candidates.iter().map(|&i| catalog.model(i));
-    match metering::hold(&meter, &ask, models).await? {
+    match metering::hold(&meter, &ask, first).await? {
         Hold::Placed {
             hold,
-            max_tokens,
+            budget,
             balance,
         } => {
             ctx.set_header("X-Credits-Remaining", format_credits(balance));
             ctx.hold = Some(hold);
-            Ok(max_tokens)
+            Ok(budget)
         }
         Hold::Refused { balance } => {
             if let Some(b) = balance {

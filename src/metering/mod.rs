@@ -1,10 +1,13 @@
 //! Credits on the chat path: the hold before forwarding and the settlement after
 //! (DESIGN.md, Rules: Credits).
 //!
-//! The hold covers the prompt (estimated without the tokenizer) and `max_tokens` at the highest
-//! rates among the route's candidates, since failover may land on any of them; when the balance
-//! cannot pay for all of that, `max_tokens` sent upstream is lowered to what it can pay. The
-//! settlement charges the actual usage at the rates of the model that served the request.
+//! The hold covers the prompt (estimated without the tokenizer) and `max_tokens` for each of
+//! `n` completions at the rates of the first candidate; when the balance cannot pay for all of
+//! that, `max_tokens` sent upstream is lowered to what it can pay. Each later candidate (after
+//! a failover) gets the `max_tokens` the same hold pays for at its own rates, or is skipped when
+//! that is not one token per completion ([`Budget`]), so a model the balance can pay is never
+//! refused because of a pricier sibling. The settlement charges the actual usage at the rates of
+//! the model that served the request.
 //!
 //! Both go against this instance's credit lease of the account when it has one (in memory, the
 //! usage row written in the next batch; [`leases`]), else against the database directly.
@@ -65,13 +68,39 @@ pub struct PlacedHold {
     pub lease: Option<Arc<str>>,
 }
 
+/// What a placed hold pays for, to size each attempt's `max_tokens` at its model's rates.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub held: i64,
+    /// The prompt estimate the hold was sized with.
+    pub prompt_tokens: u64,
+    /// Completions asked for (`n`).
+    pub choices: u64,
+}
+
+impl Budget {
+    /// The `max_tokens` an attempt at `model` may ask for: `requested` (already capped at the
+    /// model's most), lowered to what the hold pays for at this model's rates; `None` when that
+    /// is not even one token per completion (skip the model).
+    pub fn max_tokens(&self, model: &ModelSpec, requested: u64) -> Option<u64> {
+        let size = size_hold(
+            self.prompt_tokens,
+            requested,
+            self.choices,
+            model.input_micros_per_1k,
+            model.output_micros_per_1k,
+        );
+        let t = size.affordable_tokens(self.held, requested);
+        (t > 0 && self.held >= size.minimum).then_some(t)
+    }
+}
+
 /// What placing a hold decided.
 #[derive(Debug)]
 pub enum Hold {
     Placed {
         hold: PlacedHold,
-        /// The `max_tokens` to send upstream; `None`: leave the client's value (or its absence).
-        max_tokens: Option<u64>,
+        budget: Budget,
         /// The balance to show (`X-Credits-Remaining`) after the hold.
         balance: i64,
     },
@@ -92,27 +121,26 @@ pub struct HoldRequest<'a> {
     pub messages: &'a serde_json::Value,
 }
 
-/// Places the hold for a keyed request over the route's candidates.
-pub async fn hold<'m>(
+/// Places the hold for a keyed request, sized for its first candidate at that model's rates.
+pub async fn hold(
     meter: &Meter<'_>,
     req: &HoldRequest<'_>,
-    candidates: impl Iterator<Item = &'m ModelSpec>,
+    first: &ModelSpec,
 ) -> Result<Hold, StoreError> {
-    let (mut max_in, mut max_out, mut max_output_tokens) = (0u64, 0u64, 1u64);
-    for m in candidates {
-        max_in = max_in.max(m.input_micros_per_1k);
-        max_out = max_out.max(m.output_micros_per_1k);
-        max_output_tokens = max_output_tokens.max(m.max_output_tokens);
-    }
     let max_tokens = req
         .max_tokens
-        .unwrap_or(max_output_tokens)
-        .min(max_output_tokens);
+        .unwrap_or(first.max_output_tokens)
+        .min(first.max_output_tokens);
     let prompt = credits::estimate_prompt_tokens(req.messages);
-    let size = size_hold(prompt, max_tokens, req.choices, max_in, max_out);
+    let size = size_hold(
+        prompt,
+        max_tokens,
+        req.choices,
+        first.input_micros_per_1k,
+        first.output_micros_per_1k,
+    );
     let placed = |held: i64, lease: Option<Arc<str>>, balance: i64, at: &str| {
         meter.metrics.credit_holds.with_label_values(&[at]).inc();
-        let affordable = size.affordable_tokens(held, max_tokens);
         Hold::Placed {
             hold: PlacedHold {
                 account_id: req.account_id.to_owned(),
@@ -120,7 +148,11 @@ pub async fn hold<'m>(
                 held,
                 lease,
             },
-            max_tokens: (affordable < max_tokens).then_some(affordable),
+            budget: Budget {
+                held,
+                prompt_tokens: prompt,
+                choices: size.choices,
+            },
             balance,
         }
     };
