@@ -16,6 +16,7 @@ pub struct Metrics {
     pub ratelimit_store_errors: IntCounterVec,
     pub credit_holds: IntCounterVec,
     pub ratelimit_leased: IntCounterVec,
+    pub usage_over_hold: IntCounterVec,
 }
 
 impl Metrics {
@@ -98,7 +99,16 @@ impl Metrics {
             &["plan"],
         )
         .expect("static metric definition");
+        let usage_over_hold = IntCounterVec::new(
+            Opts::new(
+                "tollgate_usage_over_hold_total",
+                "Requests whose reported usage cost more than their credit hold (charged the hold), by model",
+            ),
+            &["model"],
+        )
+        .expect("static metric definition");
         for c in [
+            &usage_over_hold,
             &ratelimit_leased,
             &credit_holds,
             &requests,
@@ -130,6 +140,7 @@ impl Metrics {
             ratelimit_store_errors,
             credit_holds,
             ratelimit_leased,
+            usage_over_hold,
         }
     }
 }

@@ -283,6 +283,39 @@ async fn a_cheap_model_is_never_refused_because_of_a_pricier_sibling() {
 }
 
 #[tokio::test]
+async fn absurd_usage_from_an_upstream_is_charged_the_hold_and_counted() {
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
+    let gw = Gateway::start(tollgate_bin!(), &config(&a, &b)).await;
+    a.set_mode(Mode::Usage(u64::MAX, u64::MAX));
+    let before = gw.balance(&gw.key).await;
+    for stream in [false, true] {
+        let r = gw
+            .chat(json!({"model":"cheap","messages":user("hi"),"stream":stream}))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    // Each request is charged its hold and no more: the prompt estimate for "hi" (12 tokens at
+    // 1,000 µcr) and 1,000 output tokens at 2,000 µcr.
+    let hold = 12 * 1_000 + 1_000 * 2_000;
+    assert_eq!(before - gw.balance(&gw.key).await, 2 * hold);
+    let u = gw.usage(&gw.key).await;
+    for row in u["recent"].as_array().unwrap() {
+        assert_eq!(
+            row["prompt_tokens"],
+            u32::MAX,
+            "stored as the largest count"
+        );
+        assert_eq!(row["credits"], 2.012);
+    }
+    let metrics = get(gw.metrics_addr, "/metrics").await.text();
+    assert!(
+        metrics.contains("tollgate_usage_over_hold_total{model=\"cheap\"} 2"),
+        "{metrics}"
+    );
+    assert!(gw.is_healthy().await);
+}
+
+#[tokio::test]
 async fn client_gone_mid_stream_is_charged_for_what_was_delivered() {
     let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
     a.set_mode(Mode::Slow(Duration::from_millis(300)));

@@ -49,8 +49,9 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Saturates: an upstream's counts are not trusted to be sane.
     pub fn total(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
+        self.prompt_tokens.saturating_add(self.completion_tokens)
     }
 
     pub fn to_json(self) -> serde_json::Value {
@@ -82,5 +83,20 @@ impl Usage {
             prompt_tokens: o.get("prompt_tokens")?.as_u64()?,
             completion_tokens: o.get("completion_tokens")?.as_u64()?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absurd_usage_counts_saturate_instead_of_overflowing() {
+        let u = Usage {
+            prompt_tokens: u64::MAX,
+            completion_tokens: u64::MAX,
+        };
+        assert_eq!(u.total(), u64::MAX);
+        assert_eq!(u.to_json()["total_tokens"], u64::MAX);
     }
 }

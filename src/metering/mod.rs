@@ -201,10 +201,25 @@ pub async fn settle(
     hold: PlacedHold,
     served: &Served<'_>,
 ) -> Option<(i64, i64)> {
-    let cost = match served.rates {
+    let mut cost = match served.rates {
         Some((input, output)) => credits::cost(served.usage, input, output),
         None => 0,
     };
+    if cost > hold.held {
+        // The hold bounds what a request may cost: a usage above it (a prompt far above its
+        // estimate, or an upstream's absurd counts) is charged the hold, and told.
+        let model = served.model_used.unwrap_or_default();
+        meter
+            .metrics
+            .usage_over_hold
+            .with_label_values(&[model])
+            .inc();
+        tracing::warn!(request_id = %served.request_id, model, cost, held = hold.held, "usage cost more than the credit hold; charged the hold");
+        cost = hold.held;
+    }
+    // No model reads or writes four billion tokens in one request; a count above that (only a
+    // hostile upstream sends one) is stored as that, so that usage sums cannot overflow.
+    let count = |n: u64| i64::from(u32::try_from(n).unwrap_or(u32::MAX));
     let s = Settlement {
         hold_id: served.request_id.to_owned(),
         request_id: served.request_id.to_owned(),
@@ -213,8 +228,8 @@ pub async fn settle(
         model_requested: served.model_requested.to_owned(),
         model_used: served.model_used.map(str::to_owned),
         provider: served.provider.map(str::to_owned),
-        prompt_tokens: served.usage.prompt_tokens as i64,
-        completion_tokens: served.usage.completion_tokens as i64,
+        prompt_tokens: count(served.usage.prompt_tokens),
+        completion_tokens: count(served.usage.completion_tokens),
         cost,
         status: i64::from(if served.status == 0 {
             200

@@ -34,6 +34,8 @@ pub enum Mode {
     NoUsage,
     /// Answer 200 with a body that is not JSON.
     Garbage,
+    /// Answer normally but report these token counts (prompt, completion), however absurd.
+    Usage(u64, u64),
 }
 
 /// A chat request as the fake received it.
@@ -298,7 +300,14 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
         let limit = body["max_tokens"].as_u64().unwrap_or(u64::MAX) as usize;
         let words: Vec<String> = st.words.iter().take(limit).cloned().collect();
         let completion = words.len() as u64;
-        let usage = json!({"prompt_tokens": FakeOpenAi::PROMPT_TOKENS, "completion_tokens": completion, "total_tokens": FakeOpenAi::PROMPT_TOKENS + completion});
+        let usage = match mode {
+            Mode::Usage(p, c) => {
+                json!({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p.saturating_add(c)})
+            }
+            _ => {
+                json!({"prompt_tokens": FakeOpenAi::PROMPT_TOKENS, "completion_tokens": completion, "total_tokens": FakeOpenAi::PROMPT_TOKENS + completion})
+            }
+        };
         match &mode {
             Mode::Status(code) => {
                 let b =
