@@ -23,6 +23,12 @@ fn config(primary: &FakeOpenAi, secondary: &FakeOpenAi) -> String {
     )
 }
 
+/// The gateway's prompt estimate for a request body: a token per 3 bytes, as the testkit sends
+/// it (`serde_json::to_vec`).
+fn estimate(body: &serde_json::Value) -> i64 {
+    (serde_json::to_vec(body).unwrap().len() as i64 + 2) / 3
+}
+
 fn header_micros(r: &Response) -> i64 {
     let v: f64 = r
         .header("x-credits-remaining")
@@ -294,10 +300,16 @@ async fn absurd_usage_from_an_upstream_is_charged_the_hold_and_counted() {
             .await;
         assert_eq!(r.status, 200, "{}", r.text());
     }
-    // Each request is charged its hold and no more: the prompt estimate for "hi" (12 tokens at
-    // 1,000 µcr) and 1,000 output tokens at 2,000 µcr.
-    let hold = 12 * 1_000 + 1_000 * 2_000;
-    assert_eq!(before - gw.balance(&gw.key).await, 2 * hold);
+    // Each request is charged its hold and no more: the prompt estimate (a token per 3 bytes of
+    // the body, at 1,000 µcr) and 1,000 output tokens at 2,000 µcr.
+    let holds: i64 = [false, true]
+        .iter()
+        .map(|s| {
+            let body = json!({"model":"cheap","messages":user("hi"),"stream":s});
+            estimate(&body) * 1_000 + 1_000 * 2_000
+        })
+        .sum();
+    assert_eq!(before - gw.balance(&gw.key).await, holds);
     let u = gw.usage(&gw.key).await;
     for row in u["recent"].as_array().unwrap() {
         assert_eq!(
@@ -305,7 +317,7 @@ async fn absurd_usage_from_an_upstream_is_charged_the_hold_and_counted() {
             u32::MAX,
             "stored as the largest count"
         );
-        assert_eq!(row["credits"], 2.012);
+        assert!(row["credits"].as_f64().unwrap() > 2.0);
     }
     let metrics = get(gw.metrics_addr, "/metrics").await.text();
     assert!(
@@ -313,6 +325,35 @@ async fn absurd_usage_from_an_upstream_is_charged_the_hold_and_counted() {
         "{metrics}"
     );
     assert!(gw.is_healthy().await);
+}
+
+#[tokio::test]
+async fn tools_in_the_body_are_held_for_like_any_prompt_text() {
+    // 0.1 credits pay for ~100 prompt tokens at 1 credit per 1K; a 30 KB tool schema is ~10,000.
+    // Counting only message text, the hold would let it through and the provider bill it.
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
+    let gw = Gateway::start_opts(
+        tollgate_bin!(),
+        &config(&a, &b),
+        Opts {
+            credits: Some(0.1),
+            ..Opts::default()
+        },
+    )
+    .await;
+    let schema = json!({"type":"object","properties":{"q":{"type":"string","description":"x".repeat(30_000)}}});
+    let r = gw
+        .chat(json!({"model":"cheap","messages":user("hi"),
+            "tools":[{"type":"function","function":{"name":"search","parameters":schema}}]}))
+        .await;
+    r.error(402, "insufficient_credits");
+    assert_eq!(a.chat_count(), 0);
+    assert_eq!(
+        gw.chat(json!({"model":"cheap","messages":user("hi")}))
+            .await
+            .status,
+        200
+    );
 }
 
 #[tokio::test]
@@ -391,13 +432,14 @@ async fn max_tokens_is_lowered_to_what_the_balance_pays_and_402_below_one_token(
     assert_eq!(r.status, 200, "{}", r.text());
     let sent = a.requests()[0].json();
     let lowered = sent["max_tokens"].as_u64().unwrap();
-    // 100,000 µcr; prompt estimate for "hi": ceil(2/3) + 8 + 3 = 12 tokens × 1,000 = 12,000;
-    // the rest buys (100,000 − 12,000) / 2,000 = 44 output tokens.
-    assert_eq!(lowered, 44);
+    // 100,000 µcr; the prompt estimate (a token per 3 bytes of the body) at 1,000 µcr, and the
+    // rest buys output tokens at 2,000 µcr each.
+    let body = json!({"model":"cheap","messages":user("hi"),"max_tokens":1000});
+    assert_eq!(lowered as i64, (100_000 - estimate(&body) * 1_000) / 2_000);
     assert!(gw.balance(&gw.key).await >= 0);
 
-    // Almost nothing left (10,000 µcr < 12,000 + 2,000): not even one output token → 402,
-    // nothing charged, no usage row.
+    // Almost nothing left (10,000 µcr, less than the prompt estimate alone): not even one output
+    // token → 402, nothing charged, no usage row.
     let (uid, key) = gw.signup(&unique_email()).await;
     gw.admin_credits(&uid, -99.99).await;
     let before = gw.balance(&key).await;
@@ -416,8 +458,9 @@ async fn max_tokens_is_lowered_to_what_the_balance_pays_and_402_below_one_token(
 #[tokio::test]
 async fn two_hundred_concurrent_requests_on_two_instances_never_overdraw() {
     let a = FakeOpenAi::start("a").await;
-    // One model, so the hold (12 estimated prompt tokens + 8 output = 28,000 µcr) is close to
-    // the price (11 + 8 tokens = 27,000 µcr) and the balance covers about 50 requests.
+    // One model; the price is 11 + 8 tokens = 27,000 µcr, so the balance covers about 50
+    // requests. The hold (a token per 3 bytes of the body + 8 output, ~46,000 µcr) is larger, so
+    // while many are in flight at once fewer fit: between 25 and 60 are served.
     let per_request = 27_000i64;
     let initial = 50 * per_request + 5_000;
     let cfg = format!(
@@ -476,9 +519,9 @@ async fn two_hundred_concurrent_requests_on_two_instances_never_overdraw() {
     let final_balance = one.balance(&one.key).await;
     assert!(final_balance >= 0);
     assert!(refused > 0, "requests beyond the balance get 402");
-    // About 50: the last few may be served with max_tokens lowered to what was left, so a
-    // handful more than 50 can fit.
-    assert!((45..=60).contains(&ok), "about 50 served, got {ok}");
+    // At most about 50 (the last few may be served with max_tokens lowered to what was left, so a
+    // handful more than 50 can fit); fewer when holds in flight crowd each other out.
+    assert!((25..=60).contains(&ok), "25 to 60 served, got {ok}");
     let admin = request(
         one.addr,
         "GET",

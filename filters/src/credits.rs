@@ -112,25 +112,35 @@ impl HoldSize {
     }
 }
 
+/// Tokens allowed for each image part in the prompt estimate: above what OpenAI's models
+/// charge for the largest high-detail image (85 + 170 per 512-pixel tile, at most 8 tiles after
+/// scaling: 1,445).
+pub const IMAGE_PART_TOKENS: u64 = 1_500;
+
 /// A cheap upper-leaning estimate of a prompt's tokens for the hold, without running the
-/// tokenizer on the hot path: one token per 3 bytes of text (English averages about 4, CJK
-/// about 3) plus 8 per message of framing. Settlement uses the real count.
-pub fn estimate_prompt_tokens(messages: &serde_json::Value) -> u64 {
-    let Some(list) = messages.as_array() else {
-        return 0;
-    };
-    let mut bytes = 0u64;
-    for m in list {
-        match m.get("content") {
-            Some(serde_json::Value::String(s)) => bytes += s.len() as u64,
-            Some(other) if !other.is_null() => bytes += other.to_string().len() as u64,
-            _ => {}
-        }
-        if let Some(calls) = m.get("tool_calls") {
-            bytes += calls.to_string().len() as u64;
+/// tokenizer on the hot path: one token per 3 bytes of the whole request body (English text
+/// averages about 4, CJK about 3; `tools`, `response_format` and the JSON around them count
+/// too), except that an image part counts [`IMAGE_PART_TOKENS`] instead of its URL's bytes (a
+/// base64 data URL is far longer than the image costs). Settlement uses the real count.
+pub fn estimate_prompt_tokens(
+    body: &serde_json::Map<String, serde_json::Value>,
+    body_bytes: usize,
+) -> u64 {
+    let (mut images, mut image_bytes) = (0u64, 0usize);
+    let messages = body.get("messages").and_then(serde_json::Value::as_array);
+    for m in messages.into_iter().flatten() {
+        let parts = m.get("content").and_then(serde_json::Value::as_array);
+        for p in parts.into_iter().flatten() {
+            if p.get("type").and_then(serde_json::Value::as_str) == Some("image_url") {
+                images += 1;
+                let url = &p["image_url"]["url"];
+                image_bytes += url.as_str().map_or(0, str::len);
+            }
         }
     }
-    bytes.div_ceil(3) + 8 * list.len() as u64 + 3
+    let text = body_bytes.saturating_sub(image_bytes) as u64;
+    text.div_ceil(3)
+        .saturating_add(IMAGE_PART_TOKENS.saturating_mul(images))
 }
 
 #[cfg(test)]
@@ -214,10 +224,45 @@ mod tests {
         assert_eq!(format_credits(-30), "-0.00003");
     }
 
+    fn estimate(body: serde_json::Value) -> u64 {
+        let bytes = serde_json::to_vec(&body).unwrap().len();
+        estimate_prompt_tokens(body.as_object().unwrap(), bytes)
+    }
+
     #[test]
     fn prompt_estimate_leans_high() {
         let m = serde_json::json!([{"role":"user","content":"hello world, how are you today?"}]);
-        let est = estimate_prompt_tokens(&m);
+        let est = estimate(serde_json::json!({"model":"m","messages":m}));
         assert!(est >= crate::tokens::count_prompt(&m), "{est}");
+    }
+
+    #[test]
+    fn tools_and_response_format_count_toward_the_estimate() {
+        let m = serde_json::json!([{"role":"user","content":"hi"}]);
+        let plain = estimate(serde_json::json!({"model":"m","messages":m}));
+        let schema = serde_json::json!({"type":"object","properties":{"city":{"type":"string","description":"x".repeat(3000)}}});
+        let tools = estimate(serde_json::json!({"model":"m","messages":m,
+            "tools":[{"type":"function","function":{"name":"weather","parameters":schema}}]}));
+        assert!(tools >= plain + 1000, "{plain} -> {tools}");
+        let format = estimate(serde_json::json!({"model":"m","messages":m,
+            "response_format":{"type":"json_schema","json_schema":{"name":"s","schema":schema}}}));
+        assert!(format >= plain + 1000, "{plain} -> {format}");
+    }
+
+    #[test]
+    fn an_image_part_counts_its_allowance_not_its_data_url() {
+        let image = |url: &str| {
+            serde_json::json!({"model":"m","messages":[{"role":"user","content":[
+                {"type":"text","text":"what is this?"},
+                {"type":"image_url","image_url":{"url":url}}]}]})
+        };
+        let small = estimate(image("https://example.com/a.png"));
+        let data = format!("data:image/png;base64,{}", "A".repeat(1_000_000));
+        let big = estimate(image(&data));
+        assert!(
+            (IMAGE_PART_TOKENS..IMAGE_PART_TOKENS + 100).contains(&small),
+            "{small}"
+        );
+        assert!(big.abs_diff(small) < 20, "{small} vs {big}");
     }
 }

@@ -117,7 +117,8 @@ async fn hold(
         key_id: &key.key_id,
         max_tokens: req.max_tokens,
         choices: req.n,
-        messages: req.body.get("messages").unwrap_or(&serde_json::Value::Null),
+        body: &req.body,
+        body_bytes: req.raw_len,
     };
     match metering::hold(&meter, &ask, first).await? {
         Hold::Placed {

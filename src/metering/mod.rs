@@ -117,8 +117,9 @@ pub struct HoldRequest<'a> {
     pub max_tokens: Option<u64>,
     /// Completions asked for (`n`); each is held for `max_tokens`.
     pub choices: u64,
-    /// The `messages` of the request, for the prompt estimate.
-    pub messages: &'a serde_json::Value,
+    /// The request body and its size as received, for the prompt estimate.
+    pub body: &'a serde_json::Map<String, serde_json::Value>,
+    pub body_bytes: usize,
 }
 
 /// Places the hold for a keyed request, sized for its first candidate at that model's rates.
@@ -131,7 +132,7 @@ pub async fn hold(
         .max_tokens
         .unwrap_or(first.max_output_tokens)
         .min(first.max_output_tokens);
-    let prompt = credits::estimate_prompt_tokens(req.messages);
+    let prompt = credits::estimate_prompt_tokens(req.body, req.body_bytes);
     let size = size_hold(
         prompt,
         max_tokens,
