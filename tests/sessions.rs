@@ -32,6 +32,7 @@ async fn login_gives_a_session_cookie_that_works_until_logout_and_wrong_password
     for attr in ["tg_session=", "HttpOnly", "SameSite=Strict", "Path=/"] {
         assert!(cookie.contains(attr), "{cookie}");
     }
+    assert!(!cookie.contains("Secure"), "served over http: {cookie}");
     let pair = cookie.split(';').next().unwrap().to_string();
     let me = request(gw.addr, "GET", "/api/v1/auth/me", &[("Cookie", &pair)], b"").await;
     assert_eq!(me.status, 200);
@@ -145,4 +146,34 @@ async fn failed_logins_are_throttled_per_ip_across_e_mails() {
     .await
     .error(400, "invalid_request");
     assert!(gw.is_healthy().await);
+}
+
+#[tokio::test]
+async fn the_session_cookie_is_secure_when_the_gateway_is_served_over_https() {
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}",
+        provider("p", &[&fake], ""),
+        model("paid-2024-01-01", "p", "economy", ""),
+    );
+    let gw = Gateway::start_opts(
+        tollgate_bin!(),
+        &cfg,
+        Opts {
+            public_url: Some("https://gateway.example.com".into()),
+            ..Opts::default()
+        },
+    )
+    .await;
+    let email = unique_email();
+    gw.signup(&email).await;
+    let login = json!({"email": email, "password": "correct horse battery"});
+    let r = post_json(gw.addr, "/api/v1/auth/login", &login).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.header("set-cookie").unwrap().ends_with("; Secure"));
+    let r = post_json(gw.addr, "/api/v1/auth/logout", &json!({})).await;
+    assert!(r
+        .header("set-cookie")
+        .unwrap()
+        .contains("Max-Age=0; Secure"));
 }

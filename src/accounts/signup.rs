@@ -118,9 +118,7 @@ pub async fn login(
     ledger
         .create_session(&tollgate_filters::keys::hash(&sid), &user_id, expires)
         .await?;
-    let cookie = format!(
-        "{SESSION_COOKIE}={sid}; Path=/; HttpOnly; SameSite=Strict; Max-Age={SESSION_TTL_SECS}"
-    );
+    let cookie = session_cookie(shared, &sid, SESSION_TTL_SECS);
     respond::json(
         session,
         ctx,
@@ -130,6 +128,21 @@ pub async fn login(
     )
     .await;
     Ok(())
+}
+
+/// The `Set-Cookie` value of a dashboard session (an empty `sid` with `max_age` 0 clears it).
+/// `Secure` whenever the gateway is served over https (`server.public_url`), so the browser
+/// never sends the session over plain HTTP.
+fn session_cookie(shared: &Shared, sid: &str, max_age: i64) -> String {
+    let https = shared
+        .runtime
+        .load()
+        .config
+        .server
+        .public_url
+        .starts_with("https://");
+    let secure = if https { "; Secure" } else { "" };
+    format!("{SESSION_COOKIE}={sid}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}")
 }
 
 pub async fn logout(
@@ -143,7 +156,7 @@ pub async fn logout(
             .delete_session(&tollgate_filters::keys::hash(&sid))
             .await?;
     }
-    let clear = format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    let clear = session_cookie(shared, "", 0);
     respond::json(
         session,
         ctx,

@@ -34,12 +34,13 @@ pub struct RequestCtx {
 
 static REQUEST_SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// 128 bits: 64 random per process and a 64-bit sequence, so ids never repeat across instances
+/// in practice (they key `holds` and `usage`) and cost no syscall per request.
 fn new_request_id() -> String {
-    // Random per process plus a sequence: unique without a syscall per request.
-    static PREFIX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    let p = *PREFIX.get_or_init(rand::random::<u32>);
+    static PREFIX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let p = *PREFIX.get_or_init(rand::random::<u64>);
     let n = REQUEST_SEQ.fetch_add(1, Ordering::Relaxed);
-    format!("req_{p:08x}{n:012x}")
+    format!("req_{p:016x}{n:016x}")
 }
 
 impl RequestCtx {
@@ -86,5 +87,18 @@ impl RequestCtx {
 impl Default for RequestCtx {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_carry_128_bits_and_do_not_repeat() {
+        let (a, b) = (new_request_id(), new_request_id());
+        assert_eq!(a.len(), "req_".len() + 32);
+        assert!(a[4..].bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
     }
 }

@@ -115,6 +115,8 @@ pub struct Opts {
     pub embedded: bool,
     /// `TOLLGATE_LOG` (default `info`).
     pub log: Option<String>,
+    /// `server.public_url` (default `http://` and the listen address).
+    pub public_url: Option<String>,
 }
 
 impl Gateway {
@@ -157,8 +159,12 @@ impl Gateway {
         });
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let public_url = opts
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}"));
         let server_section = format!(
-            "[server]\nlisten = \"{addr}\"\nmetrics_listen = \"{metrics_addr}\"\nthreads = 2\ngraceful_shutdown_secs = 1\nmax_body_bytes = 8388608\ntrusted_proxies = [{trusted}]\n\n[storage]\ndatabase_url = \"{db}\"\n{storage}\n\n{plans}\n"
+            "[server]\nlisten = \"{addr}\"\npublic_url = \"{public_url}\"\nmetrics_listen = \"{metrics_addr}\"\nthreads = 2\ngraceful_shutdown_secs = 1\nmax_body_bytes = 8388608\ntrusted_proxies = [{trusted}]\n\n[storage]\ndatabase_url = \"{db}\"\n{storage}\n\n{plans}\n"
         );
         let config_path = dir.join("tollgate.toml");
         std::fs::write(&config_path, format!("{server_section}{body}")).unwrap();

@@ -18,6 +18,8 @@ const ROLES: &[&str] = &[
     "function",
 ];
 const TOOL_CHOICES: &[&str] = &["auto", "none", "required"];
+/// The longest model name accepted.
+const MAX_MODEL_BYTES: usize = 256;
 /// The most completions (`n`) one request may ask for.
 const MAX_CHOICES: u64 = 128;
 
@@ -53,6 +55,10 @@ pub fn parse_chat_request(raw: &[u8]) -> Result<ChatRequest, GatewayError> {
         None | Some(Value::Null) => return Err(field_err("model", "is required")),
         Some(Value::String(s)) if s.trim().is_empty() => {
             return Err(field_err("model", "must not be empty"))
+        }
+        // A model name goes into logs, metrics labels and the ledger: no novel-length ones.
+        Some(Value::String(s)) if s.len() > MAX_MODEL_BYTES => {
+            return Err(field_err("model", "must be at most 256 bytes"))
         }
         Some(Value::String(s)) => s.clone(),
         Some(_) => return Err(field_err("model", "must be a string")),
@@ -422,6 +428,11 @@ mod tests {
             .starts_with("body:"));
         assert!(err_of(json!({"messages":msg()})).starts_with("model:"));
         assert!(err_of(json!({"model":5,"messages":msg()})).starts_with("model:"));
+        assert!(err_of(json!({"model":"m".repeat(257),"messages":msg()})).starts_with("model:"));
+        assert!(parse_chat_request(
+            &serde_json::to_vec(&json!({"model":"m".repeat(256),"messages":msg()})).unwrap()
+        )
+        .is_ok());
         assert!(err_of(json!({"model":"m"})).starts_with("messages:"));
         assert!(err_of(json!({"model":"m","messages":[]})).starts_with("messages:"));
         assert!(
