@@ -271,8 +271,14 @@ async fn every_bad_request_is_a_named_400_and_the_gateway_stays_healthy() {
             "tool_choice",
         ),
         (json!({"model": "a".repeat(300), "messages": m}), "model"),
-        (json!({"model": "alpha-2024-01-01", "messages": m, "n": 0}), "n"),
-        (json!({"model": "alpha-2024-01-01", "messages": m, "n": 500}), "n"),
+        (
+            json!({"model": "alpha-2024-01-01", "messages": m, "n": 0}),
+            "n",
+        ),
+        (
+            json!({"model": "alpha-2024-01-01", "messages": m, "n": 500}),
+            "n",
+        ),
     ];
     for (body, field) in cases {
         let r = gw.chat(body.clone()).await;
