@@ -348,3 +348,70 @@ async fn unparseable_upstream_reply_is_a_502() {
     r.error(502, "upstream_error");
     assert!(gw.is_healthy().await);
 }
+
+#[tokio::test]
+async fn a_hostile_prompt_counted_by_the_tokenizer_never_stalls_the_service() {
+    // 300 KB of one letter is one BPE piece (quadratic to merge). With no usage from the
+    // upstream the gateway counts it itself: in bounded segments, off the proxy threads.
+    let (fake, gw) = one_provider().await;
+    fake.set_mode(Mode::NoUsage);
+    let prompt = "a".repeat(300_000);
+    let mut chats = Vec::new();
+    for stream in [false, true, false, true] {
+        let body = json!({"model":"alpha-2024-01-01","messages":user(&prompt),"stream":stream});
+        let addr = gw.addr;
+        let key = gw.key.clone();
+        chats.push(tokio::spawn(async move {
+            let b = serde_json::to_vec(&body).unwrap();
+            let auth = format!("Bearer {key}");
+            request(
+                addr,
+                "POST",
+                "/v1/chat/completions",
+                &[("Authorization", &auth)],
+                &b,
+            )
+            .await
+        }));
+    }
+    // Probed from a thread of its own: the fake provider shares this test's runtime, and its
+    // parsing of the 300 KB bodies must not be what the probe measures.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let probe = {
+        let (stop, addr) = (stop.clone(), gw.addr);
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let mut slowest = std::time::Duration::ZERO;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let t = std::time::Instant::now();
+                    assert_eq!(get(addr, "/healthz").await.status, 200);
+                    slowest = slowest.max(t.elapsed());
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                slowest
+            })
+        })
+    };
+    while !chats.iter().all(|c| c.is_finished()) {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let slowest = probe.join().unwrap();
+    assert!(
+        slowest < std::time::Duration::from_millis(100),
+        "/healthz took {slowest:?} while prompts were counted"
+    );
+    for c in chats {
+        let r = c.await.unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let u = gw.usage(&gw.key).await;
+    for row in u["recent"].as_array().unwrap() {
+        let p = row["prompt_tokens"].as_i64().unwrap();
+        assert!(p > 10_000 && p < 300_000, "counted {p} prompt tokens");
+    }
+}

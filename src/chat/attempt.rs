@@ -13,9 +13,10 @@ use pingora::upstreams::peer::HttpPeer;
 use tollgate_filters::openai::completion::rewrite_completion;
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::ModelSpec;
-use tollgate_filters::{tokens, GatewayError};
+use tollgate_filters::{tokens, GatewayError, Usage};
 
 use super::settle::settle;
+use super::tokenize::off_thread;
 use crate::config::Timeouts;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::respond;
@@ -175,11 +176,26 @@ impl Attempt<'_> {
         };
         self.release(up).await;
 
-        let messages = self.req.body.get("messages");
-        let (out, usage, counted) = rewrite_completion(&buf, &self.dest.model.id, || {
-            messages.map(tokens::count_prompt).unwrap_or(0)
+        let model = &self.dest.model.id;
+        let mut text = None;
+        let (mut out, mut usage, counted) = rewrite_completion(&buf, model, |t| {
+            text = Some(t.to_owned());
+            Usage::default()
         })
         .map_err(|e| failover("bad_reply", e))?;
+        if let (true, Some(text)) = (counted, text) {
+            // No usage from the upstream: count off the proxy thread (the tokenizer is loaded on
+            // first use, and a hostile text is long), then write the counted usage in.
+            let messages = self.req.body.get("messages").cloned();
+            let counted = off_thread(self.shared, move || Usage {
+                prompt_tokens: messages.as_ref().map_or(0, tokens::count_prompt),
+                completion_tokens: tokens::count_text(&text),
+            })
+            .await
+            .unwrap_or_default();
+            (out, usage, _) = rewrite_completion(&buf, model, |_| counted)
+                .map_err(|e| failover("bad_reply", e))?;
+        }
         self.served(ctx);
         ctx.usage = Some(usage);
         ctx.usage_counted = counted;

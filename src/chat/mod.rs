@@ -11,6 +11,7 @@ pub mod forward;
 pub mod models;
 pub mod settle;
 pub mod stream;
+pub mod tokenize;
 
 use pingora::proxy::Session;
 use tollgate_filters::credits::format_credits;

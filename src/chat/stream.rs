@@ -21,6 +21,7 @@ use tollgate_filters::sse::{SseDecoder, SseEvent};
 use tollgate_filters::{tokens, GatewayError, Usage};
 
 use super::attempt::{check_status, failover, Attempt, AttemptError};
+use super::tokenize::off_thread;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::respond;
 
@@ -203,15 +204,14 @@ async fn finish(r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut Requ
         Some(u) => u,
         None => {
             ctx.usage_counted = true;
-            Usage {
-                prompt_tokens: a
-                    .req
-                    .body
-                    .get("messages")
-                    .map(tokens::count_prompt)
-                    .unwrap_or(0),
-                completion_tokens: tokens::count_text(r.rewriter.delivered_text()),
-            }
+            let messages = a.req.body.get("messages").cloned();
+            let text = r.rewriter.delivered_text().to_owned();
+            off_thread(a.shared, move || Usage {
+                prompt_tokens: messages.as_ref().map_or(0, tokens::count_prompt),
+                completion_tokens: tokens::count_text(&text),
+            })
+            .await
+            .unwrap_or_default()
         }
     };
     ctx.usage = Some(usage);

@@ -6,7 +6,9 @@ use super::splice::{splice_members, Members};
 use crate::Usage;
 
 /// Rewrites a non-streaming completion for the client: the model used, and a usage object
-/// counted by the tokenizer when the upstream omitted it. Returns the body and its usage.
+/// when the upstream omitted it: `count` gets the completion's text (content and tool calls)
+/// and returns the usage to report, so the caller decides where the tokenizer runs. Returns
+/// the body, its usage, and whether that usage was counted.
 ///
 /// The reply is not parsed into a tree and written again: its top-level members are located
 /// in place and the bytes are copied with `model` and `object` replaced (and `usage` added
@@ -14,7 +16,7 @@ use crate::Usage;
 pub fn rewrite_completion(
     raw: &[u8],
     model: &str,
-    prompt_tokens: impl FnOnce() -> u64,
+    count: impl FnOnce(&str) -> Usage,
 ) -> Result<(Vec<u8>, Usage, bool), String> {
     let Ok(Members(members)) = serde_json::from_slice::<Members<'_>>(raw) else {
         return Err("upstream reply is not a JSON object".into());
@@ -33,11 +35,7 @@ pub fn rewrite_completion(
                     collect_message_text(m, &mut text);
                 }
             }
-            let u = Usage {
-                prompt_tokens: prompt_tokens(),
-                completion_tokens: crate::tokens::count_text(&text),
-            };
-            (u, true)
+            (count(&text), true)
         }
     };
 
@@ -80,10 +78,18 @@ fn collect_message_text(m: &Value, text: &mut String) {
 mod tests {
     use super::*;
 
+    /// Counts as the gateway does: the given prompt, the completion by the tokenizer.
+    fn count_as(prompt: u64) -> impl FnOnce(&str) -> Usage {
+        move |text| Usage {
+            prompt_tokens: prompt,
+            completion_tokens: crate::tokens::count_text(text),
+        }
+    }
+
     #[test]
     fn completion_rewrite_fills_usage() {
         let raw = br#"{"id":"c","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"hello world"},"finish_reason":"stop"}]}"#;
-        let (out, usage, counted) = rewrite_completion(raw, "pinned", || 8).unwrap();
+        let (out, usage, counted) = rewrite_completion(raw, "pinned", count_as(8)).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert!(counted);
         assert_eq!(
@@ -95,11 +101,11 @@ mod tests {
         );
         assert_eq!(v["usage"]["total_tokens"], 10);
         assert_eq!(v["model"], "pinned");
-        assert!(rewrite_completion(b"<html>", "m", || 0).is_err());
-        assert!(rewrite_completion(b"{\"x\":1}", "m", || 0).is_err());
-        assert!(rewrite_completion(b"[1,2]", "m", || 0).is_err());
-        assert!(rewrite_completion(b"{\"choices\":{}}", "m", || 0).is_err());
-        assert!(rewrite_completion(b"{\"choices\":[]", "m", || 0).is_err());
+        assert!(rewrite_completion(b"<html>", "m", count_as(0)).is_err());
+        assert!(rewrite_completion(b"{\"x\":1}", "m", count_as(0)).is_err());
+        assert!(rewrite_completion(b"[1,2]", "m", count_as(0)).is_err());
+        assert!(rewrite_completion(b"{\"choices\":{}}", "m", count_as(0)).is_err());
+        assert!(rewrite_completion(b"{\"choices\":[]", "m", count_as(0)).is_err());
     }
 
     #[test]
@@ -108,7 +114,7 @@ mod tests {
         // spacing, key order, escaped keys and numbers serde_json would print differently.
         let raw = br#" { "id" : "c", "model":"up-\u00e9", "x\"y":1.50e0, "choices":[{"index":0,"message":{"content":"hi"}}], "object":"chat.completion", "usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4,"details":{"a":[1]}} }
 "#;
-        let (out, usage, counted) = rewrite_completion(raw, "pin\"ned", || 99).unwrap();
+        let (out, usage, counted) = rewrite_completion(raw, "pin\"ned", count_as(99)).unwrap();
         assert!(!counted);
         assert_eq!(
             usage,
@@ -128,7 +134,7 @@ mod tests {
 
         // Missing model and object are added; an unusable usage is replaced by the count.
         let raw = br#"{"choices":[{"message":{"content":"one two three"}}],"usage":null}"#;
-        let (out, usage, counted) = rewrite_completion(raw, "m", || 5).unwrap();
+        let (out, usage, counted) = rewrite_completion(raw, "m", count_as(5)).unwrap();
         assert!(counted);
         assert_eq!(
             usage,
@@ -145,7 +151,7 @@ mod tests {
 
         // Tool-call arguments count as output when the upstream reports no usage.
         let raw = br#"{"choices":[{"message":{"content":null,"tool_calls":[{"function":{"name":"get","arguments":"{\"a\":1}"}}]}}]}"#;
-        let (_, usage, counted) = rewrite_completion(raw, "m", || 0).unwrap();
+        let (_, usage, counted) = rewrite_completion(raw, "m", count_as(0)).unwrap();
         assert!(counted);
         assert!(usage.completion_tokens > 0);
     }
