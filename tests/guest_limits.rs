@@ -107,3 +107,44 @@ async fn trusted_proxies_make_forwarded_for_the_guest_identity() {
     // A client prepending a fake address is still counted as itself (right-most untrusted).
     assert_eq!(call("9.9.9.3, 9.9.9.1").await, 429);
 }
+
+#[tokio::test]
+async fn every_forwarded_for_line_counts_and_ipv6_guests_share_their_64() {
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}",
+        provider("p", &[&fake], ""),
+        model("g", "p", "normal", "guest = true")
+    );
+    let gw = Gateway::start_opts(
+        tollgate_bin!(),
+        &cfg,
+        Opts {
+            plans: Some(PLANS.into()),
+            trusted: Some("127.0.0.1/32".into()),
+            ..Opts::default()
+        },
+    )
+    .await;
+    let call = |lines: Vec<&'static str>| {
+        let addr = gw.addr;
+        async move {
+            let b = serde_json::to_vec(&json!({"model":"g","messages":user("hi")})).unwrap();
+            let headers: Vec<(&str, &str)> =
+                lines.iter().map(|l| ("X-Forwarded-For", *l)).collect();
+            request(addr, "POST", "/v1/chat/completions", &headers, &b)
+                .await
+                .status
+        }
+    };
+    // The proxy appends to the last line: a first line the client sent is not the guest.
+    assert_eq!(call(vec!["9.9.8.1", "9.9.8.2"]).await, 200);
+    assert_eq!(call(vec!["9.9.8.3", "9.9.8.2"]).await, 200);
+    assert_eq!(call(vec!["9.9.8.2"]).await, 429);
+    assert_eq!(call(vec!["9.9.8.1"]).await, 200, "never counted");
+    // Two addresses of one IPv6 /64 are one guest; another /64 is another.
+    assert_eq!(call(vec!["2001:db8:1:2::1"]).await, 200);
+    assert_eq!(call(vec!["2001:db8:1:2::2"]).await, 200);
+    assert_eq!(call(vec!["2001:db8:1:2:ffff::9"]).await, 429);
+    assert_eq!(call(vec!["2001:db8:1:3::1"]).await, 200);
+}

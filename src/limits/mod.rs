@@ -13,6 +13,7 @@ pub mod in_redis;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use tollgate_filters::net::guest_key;
 use tollgate_filters::ratelimit::{format_reset, Decision, Window};
 use tollgate_filters::{ErrorKind, GatewayError};
 
@@ -28,7 +29,7 @@ pub enum Who<'a> {
         per_hour: Option<i64>,
         per_day: Option<i64>,
     },
-    /// No key: the guest plan, per client IP.
+    /// No key: the guest plan, per client IPv4 address or IPv6 /64.
     Guest(Option<IpAddr>),
 }
 
@@ -63,7 +64,7 @@ pub async fn admit(
                 .windows(),
         ),
         Who::Guest(ip) => (
-            format!("ip:{}", ip.map(|i| i.to_string()).unwrap_or_default()),
+            format!("ip:{}", ip.map(guest_key).unwrap_or_default()),
             plans::GUEST,
             plans.limits(plans::GUEST).windows(),
         ),

@@ -150,12 +150,14 @@ pub fn client_ip(session: &Session, trusted: &[Cidr]) -> Option<IpAddr> {
         .client_addr()
         .and_then(|a| a.as_inet())
         .map(|a| a.ip())?;
-    let xff = session
-        .req_header()
-        .headers
-        .get("x-forwarded-for")
-        .and_then(|v| v.to_str().ok());
-    Some(tollgate_filters::net::client_ip(peer, xff, trusted))
+    // Only a trusted peer's header is read; every line of it, in order.
+    let xff: Vec<&str> = if trusted.is_empty() {
+        Vec::new()
+    } else {
+        let lines = session.req_header().headers.get_all("x-forwarded-for");
+        lines.iter().filter_map(|v| v.to_str().ok()).collect()
+    };
+    Some(tollgate_filters::net::client_ip(peer, &xff, trusted))
 }
 
 pub fn session_cookie(session: &Session) -> Option<String> {
