@@ -18,6 +18,7 @@ use crate::background::counters::CounterService;
 use crate::background::health::HealthService;
 use crate::background::leases::LeaseService;
 use crate::background::ledger::LedgerService;
+use crate::background::limiter_sweep::LimiterSweepService;
 use crate::background::reaper::ReaperService;
 use crate::background::reload::ReloadService;
 use crate::config::Config;
@@ -83,6 +84,10 @@ pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, Stri
     server.add_service(background_service(
         "credit leases",
         LeaseService(shared.clone()),
+    ));
+    server.add_service(background_service(
+        "rate-limit sweep",
+        LimiterSweepService(shared.clone()),
     ));
     server.add_service(background_service(
         "hold reaper",

@@ -1,12 +1,14 @@
 //! The background services, one file each, all on Pingora's long-lived runtimes (the sqlx and
 //! redis pools must be created inside one): connecting the ledger ([`ledger`]) and the counter
 //! store ([`counters`]), health checks ([`health`]), the SIGHUP reload ([`reload`]), the
-//! credit-lease rounds ([`leases`]) and the hold reaper ([`reaper`]).
+//! credit-lease rounds ([`leases`]), the hold reaper ([`reaper`]) and the sweep of the
+//! in-process rate-limit counters ([`limiter_sweep`]).
 
 pub mod counters;
 pub mod health;
 pub mod leases;
 pub mod ledger;
+pub mod limiter_sweep;
 pub mod reaper;
 pub mod reload;
 

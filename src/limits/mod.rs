@@ -171,4 +171,9 @@ impl Limiter {
         }
         Ok(self.local.check(ident, windows, crate::clock::now_ms()))
     }
+
+    /// Background: drops in-process entries that left their windows; returns the idents left.
+    pub fn sweep_local(&self) -> usize {
+        self.local.sweep(crate::clock::now_ms())
+    }
 }
