@@ -213,3 +213,33 @@ async fn consecutive_failures_eject_an_endpoint_passively() {
         "ejected after two consecutive failures"
     );
 }
+
+#[tokio::test]
+async fn a_502_says_which_model_failed_and_how_but_never_where_or_what_the_provider_said() {
+    let (f, gw) = setup().await;
+    f[0].set_mode(Mode::Status(503));
+    f[1].set_mode(Mode::Garbage);
+    f[3].set_mode(Mode::Status(500));
+    for stream in [false, true] {
+        let v = gw
+            .chat(json!({"model":"econ-a","messages":user("hi"),"stream":stream}))
+            .await
+            .error(502, "upstream_error");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("local-1"), "{msg}");
+        for leak in ["127.0.0.1", "says", "overloaded", "html"] {
+            assert!(!msg.contains(leak), "{leak} in {msg}");
+        }
+    }
+    // Mid-stream: the error event names the model, not the provider's words.
+    f[0].set_mode(Mode::DieAfter(2));
+    let r = gw
+        .chat(json!({"model":"econ-a","messages":user("hi"),"stream":true}))
+        .await;
+    let last: Value = serde_json::from_str(r.sse_data().last().unwrap()).unwrap();
+    let msg = last["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("econ-a") && !msg.contains("127.0.0.1"),
+        "{msg}"
+    );
+}

@@ -38,6 +38,23 @@ pub enum AttemptError {
     Client(GatewayError),
 }
 
+/// What a failover reason means, in words a client may read: never an address or a
+/// provider's own error text (those go to the log).
+pub fn reason_in_words(reason: &str) -> &'static str {
+    match reason {
+        "connect" => "could not be connected to",
+        "send" | "read" | "timeout_or_read" => "dropped the connection or went silent",
+        "timeout" => "did not answer in time",
+        "5xx" => "answered with a server error",
+        "429" => "was rate limited",
+        "4xx" => "refused the gateway's request",
+        "bad_reply" => "sent a reply that is not a valid completion",
+        "error_event" => "sent an error instead of output",
+        "early_eof" => "closed the stream before any output",
+        _ => "failed",
+    }
+}
+
 pub fn failover(reason: &'static str, detail: impl std::fmt::Display) -> AttemptError {
     AttemptError::Failover {
         reason,

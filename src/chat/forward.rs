@@ -13,7 +13,7 @@ use pingora::proxy::Session;
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::GatewayError;
 
-use super::attempt::{Attempt, AttemptError, Destination};
+use super::attempt::{reason_in_words, Attempt, AttemptError, Destination};
 use super::stream;
 use crate::metering::Budget;
 use crate::proxy::ctx::RequestCtx;
@@ -125,7 +125,9 @@ pub async fn run(
                         tracing::warn!(provider = %provider, endpoint = %endpoint.addr, "endpoint ejected after consecutive failures");
                     }
                     tracing::info!(request_id = %ctx.request_id, model = %model.id, endpoint = %endpoint.addr, reason, %detail, "failing over");
-                    last_failure = format!("{} at {}: {detail}", model.id, endpoint.addr);
+                    // The client is told which model failed and how, in words; the address and
+                    // the provider's own text are in the log line above.
+                    last_failure = format!("{} {}", model.id, reason_in_words(reason));
                 }
             }
         }

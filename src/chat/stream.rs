@@ -229,7 +229,11 @@ async fn finish(r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut Requ
                 .upstream_attempts
                 .with_label_values(&[&a.dest.pool.provider.name, "mid_stream_failure"])
                 .inc();
-            let err = GatewayError::upstream(format!("the upstream stream failed: {msg}"));
+            // The client learns which model broke off; what it said is in the log line above.
+            let err = GatewayError::upstream(format!(
+                "the stream from {} broke off after it started",
+                a.dest.model.id
+            ));
             tail.extend_from_slice(&sse_event(&err.to_value()));
         }
         None => {
