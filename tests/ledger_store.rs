@@ -130,3 +130,29 @@ async fn lease_rounds_are_idempotent_and_survive_a_reaped_lease() {
         "initial − final = sum of usage rows"
     );
 }
+
+/// The reaper's round deletes expired dashboard sessions and leaves live ones.
+#[tokio::test]
+async fn expired_sessions_are_deleted_and_live_ones_kept() {
+    let dir = temp_dir();
+    let ledger = Ledger::connect(&database_url(&dir)).await.unwrap();
+    let account = format!("usr_{}", unique_email().replace(['@', '.', '+'], "_"));
+    ledger
+        .create_account(&account, None, None, 0, None, 0)
+        .await
+        .unwrap()
+        .unwrap();
+    let (old, live) = (format!("{account}_old"), format!("{account}_live"));
+    ledger.create_session(&old, &account, 1_000).await.unwrap();
+    ledger.create_session(&live, &account, 5_000).await.unwrap();
+    assert!(ledger.delete_expired_sessions(2_000).await.unwrap() >= 1);
+    assert_eq!(
+        ledger.session_account(&old, 0).await.unwrap(),
+        None,
+        "deleted"
+    );
+    assert_eq!(
+        ledger.session_account(&live, 2_000).await.unwrap(),
+        Some(account)
+    );
+}

@@ -1,4 +1,4 @@
-//! The hold reaper.
+//! The reaper: expired credit holds refunded, expired dashboard sessions deleted.
 
 use std::sync::Arc;
 
@@ -8,8 +8,8 @@ use pingora::services::background::BackgroundService;
 
 use crate::runtime::Shared;
 
-/// Refunds credit holds past their expiry (left by an instance that stopped mid-request) on
-/// an interval, once the ledger is connected.
+/// Refunds credit holds past their expiry (left by an instance that stopped mid-request) and
+/// deletes expired dashboard sessions, on an interval, once the ledger is connected.
 pub struct ReaperService(pub Arc<Shared>);
 
 #[async_trait]
@@ -31,6 +31,9 @@ impl BackgroundService for ReaperService {
                     "refunded expired credit holds (an instance stopped mid-request)"
                 ),
                 Err(e) => tracing::error!("could not release expired holds: {e}"),
+            }
+            if let Err(e) = ledger.delete_expired_sessions(crate::clock::now_ms()).await {
+                tracing::error!("could not delete expired sessions: {e}");
             }
         }
     }

@@ -157,7 +157,7 @@ replacement = "zzz"
     #[test]
     fn lease_settings_are_checked() {
         let errs =
-            parse("[storage]\nlease_sync_ms = 0\nlease_idle_secs = -1\nlease_holds = 2000000\nrate_limit_lease = 20000\n")
+            parse("[storage]\nlease_sync_ms = 0\nlease_idle_secs = -1\nlease_holds = 2000000\nrate_limit_lease = 1001\n")
                 .unwrap_err();
         let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
         for p in [
@@ -172,6 +172,7 @@ replacement = "zzz"
             parse("[storage]\nlease_holds = 0\n").is_ok(),
             "0 turns leases off"
         );
+        assert!(parse("[storage]\nrate_limit_lease = 1000\n").is_ok());
     }
 
     #[test]

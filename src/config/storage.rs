@@ -54,6 +54,9 @@ impl Default for StorageSection {
     }
 }
 
+/// The largest admission lease (`rate_limit_lease`).
+pub const MAX_RATE_LIMIT_LEASE: u64 = 1_000;
+
 /// What the rate limiter does when Redis does not answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureMode {
@@ -116,8 +119,10 @@ impl StorageSection {
         if !(1..=10_000).contains(&self.lease_sync_ms) {
             errs.push(err("storage.lease_sync_ms", "must be 1 to 10000"));
         }
-        if self.rate_limit_lease > 10_000 {
-            errs.push(err("storage.rate_limit_lease", "must be 0 (off) to 10000"));
+        // Each leased admission is two arguments of the Lua script, which Redis's Lua unpacks
+        // onto a stack of about 8,000 slots: far below that.
+        if self.rate_limit_lease > MAX_RATE_LIMIT_LEASE {
+            errs.push(err("storage.rate_limit_lease", "must be 0 (off) to 1000"));
         }
         if self.lease_holds > 1_000_000 {
             errs.push(err("storage.lease_holds", "must be 0 (off) to 1000000"));

@@ -35,4 +35,13 @@ impl Ledger {
             Ok(())
         })
     }
+
+    /// Deletes sessions past their expiry (the reaper's round); returns how many.
+    pub async fn delete_expired_sessions(&self, now: i64) -> Result<u64> {
+        on_pool!(self, p => {
+            let r = sqlx::query("DELETE FROM sessions WHERE expires_at <= $1")
+                .bind(now).execute(p).await?;
+            Ok(r.rows_affected())
+        })
+    }
 }
