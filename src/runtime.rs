@@ -54,6 +54,8 @@ pub struct Shared {
     pub connector: Connector,
     /// Unix seconds at start: the `created` of every model in `GET /v1/models`.
     pub started: i64,
+    /// Password hashes running on the blocking pool, one per core (`accounts::passwords`).
+    pub hashing: tokio::sync::Semaphore,
     /// Token counts running on the blocking pool: one fewer than the cores (at least one), so
     /// that counting never takes every core from the proxy (`chat::tokenize`).
     pub counting: tokio::sync::Semaphore,
@@ -88,6 +90,9 @@ impl Shared {
             storage,
             connector: Connector::new(None),
             started: crate::clock::now_secs(),
+            hashing: tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            ),
             counting: tokio::sync::Semaphore::new(
                 std::thread::available_parallelism()
                     .map_or(1, |n| n.get().saturating_sub(1).max(1)),

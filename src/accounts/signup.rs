@@ -51,11 +51,13 @@ pub async fn signup(
     ctx: &mut RequestCtx,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
+    // Every signup mints credits: bounded per client address before anything else.
+    caller::admit_attempt(shared, session, ctx, "signup").await?;
     let m = body::json_object(session, MAX_ACCOUNT_BODY).await?;
     let email = normalise_email(body::string(&m, "email")?)?;
     let password = body::string(&m, "password")?;
     check_password(password)?;
-    let hash = passwords::hash_password(password)?;
+    let hash = passwords::hash(shared, password).await?;
     let user_id = format!("usr_{}", random_id(16)?);
     let (secret, key) = keys::new_key("default")?;
     let now = crate::clock::now_ms();
@@ -88,6 +90,7 @@ pub async fn login(
     ctx: &mut RequestCtx,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
+    caller::admit_attempt(shared, session, ctx, "login").await?;
     let m = body::json_object(session, MAX_ACCOUNT_BODY).await?;
     let email = normalise_email(body::string(&m, "email")?)?;
     let password = body::string(&m, "password")?;
@@ -97,14 +100,10 @@ pub async fn login(
     );
     shared.throttle.check(&email, ip)?;
     let found = ledger.login_lookup(&email).await?;
-    let ok = match &found {
-        Some((_, Some(h))) => passwords::verify_password(password, h),
-        _ => {
-            // Spend the same time as a real check so unknown e-mails are not revealed by timing.
-            let _ = passwords::verify_password(password, passwords::dummy_hash());
-            false
-        }
-    };
+    // An unknown e-mail is verified against a dummy hash: the same time as a real check, so
+    // timing does not reveal which e-mails have accounts.
+    let stored = found.as_ref().and_then(|(_, h)| h.as_deref());
+    let ok = passwords::verify(shared, password, stored).await;
     let Some((user_id, _)) = found.filter(|_| ok) else {
         shared.throttle.failed(&email, ip);
         return Err(GatewayError::new(

@@ -9,6 +9,7 @@ use std::path::Path;
 use serde::Deserialize;
 use tollgate_filters::route::Catalog;
 
+pub mod abuse;
 pub mod billing;
 pub mod error;
 pub mod mcp;
@@ -19,6 +20,7 @@ pub mod server;
 pub mod storage;
 pub mod timeouts;
 
+pub use abuse::Abuse;
 pub use billing::Billing;
 use error::err;
 pub use error::ConfigError;
@@ -51,6 +53,8 @@ struct ConfigFile {
     billing: Option<billing::BillingSection>,
     #[serde(default)]
     mcp: mcp::McpSection,
+    #[serde(default)]
+    abuse: abuse::AbuseSection,
 }
 
 /// A validated config: what the gateway runs on.
@@ -65,6 +69,7 @@ pub struct Config {
     /// `None`: no `[billing]` section; nothing is sold.
     pub billing: Option<Billing>,
     pub mcp: Mcp,
+    pub abuse: Abuse,
 }
 
 pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigError>> {
@@ -102,6 +107,7 @@ fn validate(file: &ConfigFile) -> Result<Config, Vec<ConfigError>> {
         plans: plans::validate(&file.plans, &mut errs),
         billing: file.billing.as_ref().map(|b| b.validate(&mut errs)),
         mcp: file.mcp.validate(&mut errs),
+        abuse: file.abuse.validate(&mut errs),
     };
     if errs.is_empty() {
         Ok(config)

@@ -14,7 +14,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use tollgate_filters::net::guest_key;
-use tollgate_filters::ratelimit::{format_reset, Decision, Window};
+use tollgate_filters::ratelimit::{format_reset, Decision, PlanLimits, Window};
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use crate::config::{plans, FailureMode, Plans};
@@ -104,6 +104,39 @@ pub async fn admit(
         )
     });
     Verdict { headers, refused }
+}
+
+/// Counts one `what` attempt (`signup`, `login`) from a client address against `limits`
+/// ([abuse] in the config), in the same shared counters as the plans; 429 past them. Every
+/// attempt counts, whatever its outcome.
+pub async fn admit_address(
+    limiter: &Limiter,
+    metrics: &Metrics,
+    what: &'static str,
+    ip: Option<IpAddr>,
+    limits: PlanLimits,
+    request_id: &str,
+) -> Result<(), GatewayError> {
+    let ident = format!("{what}:{}", ip.map(guest_key).unwrap_or_default());
+    let d = limiter
+        .check(&ident, &limits.windows(), request_id, what, metrics)
+        .await?;
+    metrics
+        .ratelimit
+        .with_label_values(&[what, if d.admitted { "admitted" } else { "limited" }])
+        .inc();
+    if d.admitted {
+        return Ok(());
+    }
+    Err(GatewayError::new(
+        ErrorKind::RateLimited {
+            retry_after: d.retry_after_secs(),
+        },
+        format!(
+            "too many {what} attempts from this address; retry after {} s",
+            d.retry_after_secs()
+        ),
+    ))
 }
 
 /// Counts requests against windows: in Redis when configured (with admission leases), else

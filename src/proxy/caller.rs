@@ -143,6 +143,23 @@ pub async fn admit(
     v.refused.map_or(Ok(()), Err)
 }
 
+/// Counts a signup or login attempt from the client's address against `[abuse]`; 429 past it.
+pub async fn admit_attempt(
+    shared: &Shared,
+    session: &Session,
+    ctx: &RequestCtx,
+    what: &'static str,
+) -> Result<(), GatewayError> {
+    let rt = shared.runtime.load();
+    let limits = match what {
+        "signup" => rt.config.abuse.signups,
+        _ => rt.config.abuse.logins,
+    };
+    let ip = client_ip(session, &rt.config.server.trusted_proxies);
+    let (limiter, metrics) = (&shared.limiter, &shared.metrics);
+    limits::admit_address(limiter, metrics, what, ip, limits, &ctx.request_id).await
+}
+
 /// The client's IP: the peer, or for a peer in `trusted_proxies` the right-most untrusted
 /// address of `X-Forwarded-For`.
 pub fn client_ip(session: &Session, trusted: &[Cidr]) -> Option<IpAddr> {

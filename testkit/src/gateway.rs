@@ -117,6 +117,9 @@ pub struct Opts {
     pub log: Option<String>,
     /// `server.public_url` (default `http://` and the listen address).
     pub public_url: Option<String>,
+    /// The `[abuse]` section; default: signups and logins per address too generous to get in
+    /// a test's way (every test signs up from 127.0.0.1).
+    pub abuse: Option<String>,
 }
 
 impl Gateway {
@@ -157,6 +160,9 @@ impl Gateway {
         let plans = opts.plans.clone().unwrap_or_else(|| {
             "[plans.guest]\nrequests_per_hour = 100000\nrequests_per_day = 100000\n".into()
         });
+        let abuse = opts.abuse.clone().unwrap_or_else(|| {
+            "[abuse]\nsignups_per_hour = 100000\nsignups_per_day = 100000\nlogins_per_hour = 100000\nlogins_per_day = 100000\n".into()
+        });
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let public_url = opts
@@ -164,7 +170,7 @@ impl Gateway {
             .clone()
             .unwrap_or_else(|| format!("http://{addr}"));
         let server_section = format!(
-            "[server]\nlisten = \"{addr}\"\npublic_url = \"{public_url}\"\nmetrics_listen = \"{metrics_addr}\"\nthreads = 2\ngraceful_shutdown_secs = 1\nmax_body_bytes = 8388608\ntrusted_proxies = [{trusted}]\n\n[storage]\ndatabase_url = \"{db}\"\n{storage}\n\n{plans}\n"
+            "[server]\nlisten = \"{addr}\"\npublic_url = \"{public_url}\"\nmetrics_listen = \"{metrics_addr}\"\nthreads = 2\ngraceful_shutdown_secs = 1\nmax_body_bytes = 8388608\ntrusted_proxies = [{trusted}]\n\n[storage]\ndatabase_url = \"{db}\"\n{storage}\n\n{plans}\n{abuse}\n"
         );
         let config_path = dir.join("tollgate.toml");
         std::fs::write(&config_path, format!("{server_section}{body}")).unwrap();

@@ -1,0 +1,97 @@
+//! What a hostile client can do from one address, bounded: signups (each mints credits) and
+//! logins are limited per address in the shared limiter, exactly, whatever the concurrency.
+//! Loopback only. Runs on SQLite + in-process counters, and on Postgres + Redis when set.
+
+use serde_json::json;
+use tollgate_testkit::*;
+
+async fn gateway(abuse: &str) -> (FakeOpenAi, Gateway) {
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}",
+        provider("p", &[&fake], ""),
+        model("paid-2024-01-01", "p", "economy", ""),
+    );
+    let opts = Opts {
+        abuse: Some(abuse.into()),
+        no_account: true,
+        ..Opts::default()
+    };
+    (fake, Gateway::start_opts(tollgate_bin!(), &cfg, opts).await)
+}
+
+#[tokio::test]
+async fn two_hundred_parallel_signups_from_one_address_mint_only_the_configured_number() {
+    let (_f, gw) = gateway(
+        "[abuse]\nsignups_per_hour = 5\nsignups_per_day = 20\nlogins_per_hour = 60\nlogins_per_day = 300\n",
+    )
+    .await;
+    let tasks: Vec<_> = (0..200)
+        .map(|_| {
+            let addr = gw.addr;
+            tokio::spawn(async move {
+                let body = json!({"email": unique_email(), "password": "longenough"});
+                post_json(addr, "/api/v1/auth/signup", &body).await
+            })
+        })
+        .collect();
+    let (mut created, mut limited) = (0, 0);
+    for t in tasks {
+        let r = t.await.unwrap();
+        match r.status {
+            201 => created += 1,
+            429 => {
+                let v = r.error(429, "rate_limit_exceeded");
+                assert!(v["error"]["retry_after"].as_u64().unwrap() >= 1);
+                assert!(r.header("retry-after").is_some());
+                limited += 1;
+            }
+            s => panic!("unexpected {s}: {}", r.text()),
+        }
+    }
+    assert_eq!((created, limited), (5, 195));
+    assert!(gw.is_healthy().await);
+}
+
+#[tokio::test]
+async fn two_hundred_parallel_wrong_logins_from_one_address_try_at_most_the_limit() {
+    let (_f, gw) = gateway(
+        "[abuse]\nsignups_per_hour = 5\nsignups_per_day = 20\nlogins_per_hour = 20\nlogins_per_day = 300\n",
+    )
+    .await;
+    let email = unique_email();
+    let r = post_json(
+        gw.addr,
+        "/api/v1/auth/signup",
+        &json!({"email": email, "password": "correct horse battery"}),
+    )
+    .await;
+    assert_eq!(r.status, 201);
+    let tasks: Vec<_> = (0..200)
+        .map(|_| {
+            let (addr, email) = (gw.addr, email.clone());
+            tokio::spawn(async move {
+                let body = json!({"email": email, "password": "wrong password"});
+                post_json(addr, "/api/v1/auth/login", &body).await.status
+            })
+        })
+        .collect();
+    let mut tried = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            // A wrong password was checked (401), or the e-mail's own throttle answered (429).
+            401 => tried += 1,
+            429 => {}
+            s => panic!("unexpected {s}"),
+        }
+    }
+    assert!(tried <= 20, "{tried} passwords checked");
+    // The address is spent for the hour, even with the right password.
+    let r = post_json(
+        gw.addr,
+        "/api/v1/auth/login",
+        &json!({"email": email, "password": "correct horse battery"}),
+    )
+    .await;
+    r.error(429, "rate_limit_exceeded");
+}
