@@ -95,3 +95,54 @@ async fn two_hundred_parallel_wrong_logins_from_one_address_try_at_most_the_limi
     .await;
     r.error(429, "rate_limit_exceeded");
 }
+
+#[tokio::test]
+async fn fifty_slow_body_senders_are_cut_off_and_the_service_keeps_answering() {
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}request_body = 1\n{}{}",
+        provider("p", &[&fake], ""),
+        model("paid-2024-01-01", "p", "economy", ""),
+    );
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    // Each announces a 1,000-byte body, sends ten bytes of it, and stalls.
+    let mut slow = Vec::new();
+    for _ in 0..50 {
+        let mut s = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Length: 1000\r\n\r\n{{\"model\":",
+            gw.key
+        );
+        tokio::io::AsyncWriteExt::write_all(&mut s, head.as_bytes())
+            .await
+            .unwrap();
+        slow.push(s);
+    }
+    // Meanwhile everyone else is served.
+    assert!(gw.is_healthy().await);
+    let r = gw
+        .chat(json!({"model":"paid-2024-01-01","messages":user("hi")}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // And every slow sender gets its 400 once the body deadline passes.
+    for mut s in slow {
+        let mut buf = Vec::new();
+        let read = tokio::io::AsyncReadExt::read_to_end(&mut s, &mut buf);
+        tokio::time::timeout(std::time::Duration::from_secs(5), read)
+            .await
+            .expect("answered within the deadline")
+            .unwrap();
+        let r = parse_response(&buf);
+        let v = r.error(400, "invalid_request");
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not received within"));
+    }
+    assert!(gw.is_healthy().await);
+    // Nothing was held for them: one usage row, the one chat.
+    assert_eq!(
+        gw.usage(&gw.key).await["recent"].as_array().unwrap().len(),
+        1
+    );
+}

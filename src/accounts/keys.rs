@@ -62,7 +62,12 @@ pub async fn create_key(
 ) -> Result<(), GatewayError> {
     let account_id = caller.account()?.to_owned();
     let ledger = shared.ledger()?;
-    let m = body::json_object(session, MAX_ACCOUNT_BODY).await?;
+    let m = body::json_object(
+        session,
+        MAX_ACCOUNT_BODY,
+        shared.runtime.load().config.timeouts.request_body,
+    )
+    .await?;
     let name = body::opt_string(&m, "name")?.unwrap_or("unnamed").trim();
     if name.is_empty() || name.len() > 100 {
         return Err(GatewayError::invalid("name: must be 1 to 100 characters"));

@@ -53,7 +53,12 @@ pub async fn signup(
     let ledger = shared.ledger()?;
     // Every signup mints credits: bounded per client address before anything else.
     caller::admit_attempt(shared, session, ctx, "signup").await?;
-    let m = body::json_object(session, MAX_ACCOUNT_BODY).await?;
+    let m = body::json_object(
+        session,
+        MAX_ACCOUNT_BODY,
+        shared.runtime.load().config.timeouts.request_body,
+    )
+    .await?;
     let email = normalise_email(body::string(&m, "email")?)?;
     let password = body::string(&m, "password")?;
     check_password(password)?;
@@ -91,7 +96,12 @@ pub async fn login(
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
     caller::admit_attempt(shared, session, ctx, "login").await?;
-    let m = body::json_object(session, MAX_ACCOUNT_BODY).await?;
+    let m = body::json_object(
+        session,
+        MAX_ACCOUNT_BODY,
+        shared.runtime.load().config.timeouts.request_body,
+    )
+    .await?;
     let email = normalise_email(body::string(&m, "email")?)?;
     let password = body::string(&m, "password")?;
     let ip = caller::client_ip(

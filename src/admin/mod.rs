@@ -43,7 +43,12 @@ pub async fn credits(
     id: &str,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
-    let m = body::json_object(session, 16 * 1024).await?;
+    let m = body::json_object(
+        session,
+        16 * 1024,
+        shared.runtime.load().config.timeouts.request_body,
+    )
+    .await?;
     let delta = match m.get("delta").and_then(|d| d.as_f64()) {
         Some(d) => from_credits(d)
             .filter(|d| *d != 0)
@@ -84,7 +89,12 @@ pub async fn plan(
     id: &str,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
-    let m = body::json_object(session, 16 * 1024).await?;
+    let m = body::json_object(
+        session,
+        16 * 1024,
+        shared.runtime.load().config.timeouts.request_body,
+    )
+    .await?;
     let plan = body::string(&m, "plan")?;
     let rt = shared.runtime.load();
     let plans = &rt.config.plans;

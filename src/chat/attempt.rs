@@ -3,7 +3,7 @@
 //! over (connect error, timeout, 5xx, 429), hand a 400-class rejection to the client, or serve
 //! the reply (JSON here; streams in `stream.rs`).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use pingora::http::RequestHeader;
@@ -166,7 +166,7 @@ impl Attempt<'_> {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let exchange = async {
             let mut up = self.send(&ctx.request_id).await?;
-            check_status(&mut up).await?;
+            check_status(&mut up, self.timeouts.stream_chunk).await?;
             let mut buf = BytesMut::new();
             loop {
                 match up.read_response_body().await {
@@ -225,7 +225,7 @@ impl Attempt<'_> {
 
 /// Maps an upstream's non-200 status: 400-class rejections of the request go to the client,
 /// everything else (5xx, 429, auth failures of our key, unknown model upstream) fails over.
-pub async fn check_status(up: &mut HttpSession) -> Result<(), AttemptError> {
+pub async fn check_status(up: &mut HttpSession, deadline: Duration) -> Result<(), AttemptError> {
     let status = up.response_header().map(|h| h.status.as_u16()).unwrap_or(0);
     if status == 200 {
         return Ok(());
@@ -236,14 +236,17 @@ pub async fn check_status(up: &mut HttpSession) -> Result<(), AttemptError> {
         _ => "4xx",
     };
     if matches!(status, 400 | 413 | 422) {
-        // Read a bounded amount of the reason for the client.
+        // Read a bounded amount of the reason for the client, for a bounded time.
         let mut buf = BytesMut::new();
-        while let Ok(Some(b)) = up.read_response_body().await {
-            buf.extend_from_slice(&b);
-            if buf.len() > 64 * 1024 {
-                break;
+        let read = async {
+            while let Ok(Some(b)) = up.read_response_body().await {
+                buf.extend_from_slice(&b);
+                if buf.len() > 64 * 1024 {
+                    break;
+                }
             }
-        }
+        };
+        let _ = tokio::time::timeout(deadline, read).await;
         let msg = serde_json::from_slice::<serde_json::Value>(&buf)
             .ok()
             .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))

@@ -89,7 +89,11 @@ pub async fn run(
                 dest: Destination {
                     model,
                     pool,
-                    peer: pool.peer(&endpoint, timeouts.connect),
+                    peer: pool.peer(
+                        &endpoint,
+                        timeouts.connect,
+                        timeouts.response.max(timeouts.stream_chunk),
+                    ),
                     endpoint: &endpoint,
                 },
                 body: body.clone(),

@@ -48,7 +48,12 @@ async fn pipeline(
     let caller = caller::authenticate(shared, session, false).await?;
     caller::admit(shared, session, ctx, &caller).await?;
     let rt = shared.runtime.load_full();
-    let raw = body::read(session, rt.config.server.max_body_bytes).await?;
+    let raw = body::read(
+        session,
+        rt.config.server.max_body_bytes,
+        rt.config.timeouts.request_body,
+    )
+    .await?;
     let req = parse_chat_request(&raw)?;
     drop(raw);
     ctx.model_requested = Some(req.model.clone());

@@ -63,7 +63,7 @@ async fn open(a: &Attempt<'_>, request_id: &str) -> Result<(Relay, Vec<u8>), Att
         Ok(r) => r?,
         Err(_) => return Err(failover("timeout", "no response head in time")),
     };
-    check_status(&mut up).await?;
+    check_status(&mut up, timeouts.stream_chunk).await?;
     let mut r = Relay {
         up,
         decoder: SseDecoder::new(MAX_SSE_EVENT),

@@ -13,6 +13,8 @@ pub struct TimeoutsSection {
     pub response: f64,
     pub stream_chunk: f64,
     pub client_idle: f64,
+    /// The whole request body must arrive within this (a slow sender is cut off).
+    pub request_body: f64,
 }
 
 impl Default for TimeoutsSection {
@@ -22,6 +24,7 @@ impl Default for TimeoutsSection {
             response: 25.0,
             stream_chunk: 25.0,
             client_idle: 30.0,
+            request_body: 30.0,
         }
     }
 }
@@ -35,6 +38,8 @@ pub struct Timeouts {
     pub stream_chunk: Duration,
     /// The client never sees this much silence on a stream: an SSE comment comes first.
     pub client_idle: Duration,
+    /// Receiving a whole request body (slowloris).
+    pub request_body: Duration,
 }
 
 impl TimeoutsSection {
@@ -44,6 +49,7 @@ impl TimeoutsSection {
             response: secs("timeouts.response", self.response, errs),
             stream_chunk: secs("timeouts.stream_chunk", self.stream_chunk, errs),
             client_idle: secs("timeouts.client_idle", self.client_idle, errs),
+            request_body: secs("timeouts.request_body", self.request_body, errs),
         }
     }
 }

@@ -1,13 +1,31 @@
 //! Reading request bodies, bounded, and pulling typed fields out of JSON with errors that name
 //! the field.
 
+use std::time::Duration;
+
 use bytes::BytesMut;
 use pingora::proxy::Session;
 use serde_json::{Map, Value};
 use tollgate_filters::GatewayError;
 
-/// Reads the whole body, refusing more than `max` bytes without buffering them.
-pub async fn read(session: &mut Session, max: usize) -> Result<BytesMut, GatewayError> {
+/// Reads the whole body within `deadline`, refusing more than `max` bytes without buffering
+/// them. A client that sends slower than that is cut off (400), so it cannot hold a worker's
+/// attention, or a connection, for as long as it likes.
+pub async fn read(
+    session: &mut Session,
+    max: usize,
+    deadline: Duration,
+) -> Result<BytesMut, GatewayError> {
+    match tokio::time::timeout(deadline, read_all(session, max)).await {
+        Ok(r) => r,
+        Err(_) => Err(GatewayError::invalid(format!(
+            "body: not received within {} s",
+            deadline.as_secs_f64()
+        ))),
+    }
+}
+
+async fn read_all(session: &mut Session, max: usize) -> Result<BytesMut, GatewayError> {
     let too_big = || GatewayError::invalid(format!("body: larger than the limit of {max} bytes"));
     if let Some(len) = session
         .req_header()
@@ -47,8 +65,9 @@ pub async fn read(session: &mut Session, max: usize) -> Result<BytesMut, Gateway
 pub async fn json_object(
     session: &mut Session,
     max: usize,
+    deadline: Duration,
 ) -> Result<Map<String, Value>, GatewayError> {
-    let raw = read(session, max).await?;
+    let raw = read(session, max, deadline).await?;
     match serde_json::from_slice::<Value>(&raw) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(_) => Err(GatewayError::invalid("body: must be a JSON object")),

@@ -125,8 +125,15 @@ impl Pool {
             .collect()
     }
 
-    /// The Pingora peer for one endpoint: TLS with SNI when the URL is https.
-    pub fn peer(&self, e: &Endpoint, connect_timeout: Duration) -> HttpPeer {
+    /// The Pingora peer for one endpoint: TLS with SNI when the URL is https. `read_timeout`
+    /// bounds every read from the upstream at the socket (the forwarding loop's own deadlines
+    /// are tighter; this is the floor under them).
+    pub fn peer(
+        &self,
+        e: &Endpoint,
+        connect_timeout: Duration,
+        read_timeout: Duration,
+    ) -> HttpPeer {
         let sni = if e.url.tls {
             e.url.host.clone()
         } else {
@@ -136,6 +143,7 @@ impl Pool {
         peer.options.connection_timeout = Some(connect_timeout);
         peer.options.total_connection_timeout = Some(connect_timeout);
         peer.options.idle_timeout = Some(Duration::from_secs(60));
+        peer.options.read_timeout = Some(read_timeout);
         peer
     }
 }
