@@ -28,6 +28,40 @@ use crate::proxy::respond;
 /// Largest single SSE event accepted from an upstream.
 const MAX_SSE_EVENT: usize = 4 * 1024 * 1024;
 
+/// How an upstream stream broke. [`Broke::words`] is what the client is told; the `Display`
+/// form, with what the upstream said, goes to the log.
+enum Broke {
+    Silent(Duration),
+    Closed,
+    ErrorEvent(String),
+    Invalid(String),
+    Read(String),
+}
+
+impl Broke {
+    fn words(&self) -> String {
+        match self {
+            Broke::Silent(d) => format!("went silent for {}s", d.as_secs_f64()),
+            Broke::Closed => "closed the stream before it finished".into(),
+            Broke::ErrorEvent(_) => "sent an error event".into(),
+            Broke::Invalid(_) => "sent an event that is not valid".into(),
+            Broke::Read(_) => "dropped the connection".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Broke {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Broke::Silent(d) => write!(f, "upstream silent for {d:?}"),
+            Broke::Closed => f.write_str("upstream closed the stream before it finished"),
+            Broke::ErrorEvent(e) => write!(f, "upstream error event: {e}"),
+            Broke::Invalid(e) => write!(f, "upstream sent an invalid event: {e}"),
+            Broke::Read(e) => write!(f, "reading the upstream failed: {e}"),
+        }
+    }
+}
+
 /// One stream's state across the phases.
 struct Relay {
     up: HttpSession,
@@ -39,7 +73,7 @@ struct Relay {
     /// The client went away.
     gone: bool,
     /// Why the stream broke after the commit.
-    failure: Option<String>,
+    failure: Option<Broke>,
 }
 
 pub async fn run(
@@ -102,7 +136,7 @@ async fn open(a: &Attempt<'_>, request_id: &str) -> Result<(Relay, Vec<u8>), Att
                 }
                 StreamStep::UpstreamError(e) => {
                     // Content is ready to go out: deliver it, then end with the error.
-                    r.failure = Some(format!("upstream error event: {e}"));
+                    r.failure = Some(Broke::ErrorEvent(e.to_string()));
                     break;
                 }
             }
@@ -158,7 +192,7 @@ async fn relay(r: &mut Relay, a: &Attempt<'_>, session: &mut Session) {
             Ok(Some(p)) => p,
             Ok(None) => {
                 if !r.rewriter.finished() {
-                    r.failure = Some("upstream closed the stream before it finished".into());
+                    r.failure = Some(Broke::Closed);
                 }
                 break;
             }
@@ -168,7 +202,7 @@ async fn relay(r: &mut Relay, a: &Attempt<'_>, session: &mut Session) {
             }
         };
         if let Err(e) = r.decoder.push(&piece, &mut r.events) {
-            r.failure = Some(e.to_string());
+            r.failure = Some(Broke::Invalid(e.to_string()));
             break;
         }
         let mut out = Vec::new();
@@ -180,7 +214,7 @@ async fn relay(r: &mut Relay, a: &Attempt<'_>, session: &mut Session) {
                     break;
                 }
                 StreamStep::UpstreamError(e) => {
-                    r.failure = Some(format!("upstream error event: {e}"));
+                    r.failure = Some(Broke::ErrorEvent(e.to_string()));
                     break;
                 }
             }
@@ -221,18 +255,19 @@ async fn finish(r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut Requ
     }
     let mut tail = Vec::new();
     match &r.failure {
-        Some(msg) => {
-            tracing::warn!(request_id = %ctx.request_id, model = %a.dest.model.id, "stream failed after the first byte: {msg}");
-            ctx.error = Some(msg.clone());
+        Some(broke) => {
+            tracing::warn!(request_id = %ctx.request_id, model = %a.dest.model.id, "stream failed after the first byte: {broke}");
+            ctx.error = Some(broke.to_string());
             a.shared
                 .metrics
                 .upstream_attempts
                 .with_label_values(&[&a.dest.pool.provider.name, "mid_stream_failure"])
                 .inc();
-            // The client learns which model broke off; what it said is in the log line above.
+            // The client learns which model broke off and how; what it said is in the log.
             let err = GatewayError::upstream(format!(
-                "the stream from {} broke off after it started",
-                a.dest.model.id
+                "the stream from {} broke off: it {}",
+                a.dest.model.id,
+                broke.words()
             ));
             tail.extend_from_slice(&sse_event(&err.to_value()));
         }
@@ -275,23 +310,23 @@ async fn next_piece(
     silence: Duration,
     keepalive: Duration,
     client_gone: &mut bool,
-) -> Result<Option<Bytes>, String> {
+) -> Result<Option<Bytes>, Broke> {
     let read = up.read_response_body();
     tokio::pin!(read);
     let limit = tokio::time::sleep(silence);
     tokio::pin!(limit);
     let Some(session) = session else {
         return tokio::select! {
-            r = &mut read => r.map_err(|e| e.to_string()),
-            _ = &mut limit => Err(format!("upstream silent for {silence:?}")),
+            r = &mut read => r.map_err(|e| Broke::Read(e.to_string())),
+            _ = &mut limit => Err(Broke::Silent(silence)),
         };
     };
     loop {
         let tick = tokio::time::sleep(keepalive);
         tokio::pin!(tick);
         tokio::select! {
-            r = &mut read => return r.map_err(|e| e.to_string()),
-            _ = &mut limit => return Err(format!("upstream silent for {silence:?}")),
+            r = &mut read => return r.map_err(|e| Broke::Read(e.to_string())),
+            _ = &mut limit => return Err(Broke::Silent(silence)),
             _ = &mut tick => {
                 if !*client_gone && session.write_response_body(Some(Bytes::from_static(b": keep-alive\n\n")), false).await.is_err() {
                     *client_gone = true;
