@@ -37,7 +37,7 @@ input_credits_per_1k = 0.15
 output_credits_per_1k = 0.6
 TOML
   # stdout to /dev/null: this runs inside $(…), which would otherwise wait for the server.
-  TOLLGATE_ADMIN_TOKEN=bench-admin TOLLGATE_LOG=warn "$2" serve --config "$work/$1.toml" >/dev/null 2>"$work/$1.log" &
+  TOLLGATE_ADMIN_TOKEN=bench-admin-token-0123456789abcdef TOLLGATE_LOG=warn "$2" serve --config "$work/$1.toml" >/dev/null 2>"$work/$1.log" &
   echo $! >> "$work/pids"
   for _ in $(seq 1 100); do
     curl -sf "http://$3/readyz" 2>/dev/null | grep -q '"ledger":true' && break
@@ -47,8 +47,8 @@ TOML
   s=$(curl -sf "http://$3/api/v1/auth/signup" -d "{\"email\":\"$1-$$@example.com\",\"password\":\"benchmark1\"}")
   uid=$(echo "$s" | python3 -c 'import json,sys; print(json.load(sys.stdin)["user_id"])')
   key=$(echo "$s" | python3 -c 'import json,sys; print(json.load(sys.stdin)["api_key"])')
-  curl -sf -X PUT "http://$3/api/v1/admin/accounts/$uid/plan" -H 'Authorization: Bearer bench-admin' -d '{"plan":"business","requests_per_hour":1000000000}' >/dev/null
-  curl -sf "http://$3/api/v1/admin/accounts/$uid/credits" -H 'Authorization: Bearer bench-admin' -d '{"delta":100000000,"reason":"bench"}' >/dev/null
+  curl -sf -X PUT "http://$3/api/v1/admin/accounts/$uid/plan" -H 'Authorization: Bearer bench-admin-token-0123456789abcdef' -d '{"plan":"business","requests_per_hour":1000000000}' >/dev/null
+  curl -sf "http://$3/api/v1/admin/accounts/$uid/credits" -H 'Authorization: Bearer bench-admin-token-0123456789abcdef' -d '{"delta":100000000,"reason":"bench"}' >/dev/null
   echo "$key"
 }
 KA=$(start a "$A" 127.0.0.1:19201)

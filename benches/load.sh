@@ -75,7 +75,7 @@ tier = "economy"
 input_credits_per_1k = 0.15
 output_credits_per_1k = 0.6
 TOML
-  TOLLGATE_ADMIN_TOKEN=bench-admin TOLLGATE_LOG=warn target/release/tollgate serve --config "$work/$name.toml" 2>"$work/$name.log" &
+  TOLLGATE_ADMIN_TOKEN=bench-admin-token-0123456789abcdef TOLLGATE_LOG=warn target/release/tollgate serve --config "$work/$name.toml" 2>"$work/$name.log" &
   pids+=($!)
   eval "${name}_pid=$!"
   for _ in $(seq 1 100); do
@@ -87,8 +87,8 @@ TOML
   uid=$(echo "$signup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["user_id"])')
   key=$(echo "$signup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["api_key"])')
   # Limited (a business limit too high to reach, still checked and counted on every request) and funded.
-  curl -sf -X PUT "http://$listen/api/v1/admin/accounts/$uid/plan" -H 'Authorization: Bearer bench-admin' -d '{"plan":"business","requests_per_hour":1000000000}' >/dev/null
-  curl -sf "http://$listen/api/v1/admin/accounts/$uid/credits" -H 'Authorization: Bearer bench-admin' -d '{"delta":100000000,"reason":"bench"}' >/dev/null
+  curl -sf -X PUT "http://$listen/api/v1/admin/accounts/$uid/plan" -H 'Authorization: Bearer bench-admin-token-0123456789abcdef' -d '{"plan":"business","requests_per_hour":1000000000}' >/dev/null
+  curl -sf "http://$listen/api/v1/admin/accounts/$uid/credits" -H 'Authorization: Bearer bench-admin-token-0123456789abcdef' -d '{"delta":100000000,"reason":"bench"}' >/dev/null
   eval "${name}_key=$key"
 }
 

@@ -32,14 +32,14 @@ tier = "economy"
 input_credits_per_1k = 0.15
 output_credits_per_1k = 0.6
 TOML
-TOLLGATE_ADMIN_TOKEN=bench-admin TOLLGATE_LOG=warn target/release/tollgate serve --config "$work/tg.toml" 2>"$work/tg.log" &
+TOLLGATE_ADMIN_TOKEN=bench-admin-token-0123456789abcdef TOLLGATE_LOG=warn target/release/tollgate serve --config "$work/tg.toml" 2>"$work/tg.log" &
 tg=$!; pids+=($tg)
 for _ in $(seq 1 100); do curl -sf "http://$TG/readyz" 2>/dev/null | grep -q '"ledger":true' && break; sleep 0.1; done
 signup=$(curl -sf "http://$TG/api/v1/auth/signup" -d '{"email":"profile@example.com","password":"benchmark1"}')
 uid=$(echo "$signup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["user_id"])')
 key=$(echo "$signup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["api_key"])')
-curl -sf -X PUT "http://$TG/api/v1/admin/accounts/$uid/plan" -H 'Authorization: Bearer bench-admin' -d '{"plan":"business","requests_per_hour":1000000000}' >/dev/null
-curl -sf "http://$TG/api/v1/admin/accounts/$uid/credits" -H 'Authorization: Bearer bench-admin' -d '{"delta":100000000,"reason":"bench"}' >/dev/null
+curl -sf -X PUT "http://$TG/api/v1/admin/accounts/$uid/plan" -H 'Authorization: Bearer bench-admin-token-0123456789abcdef' -d '{"plan":"business","requests_per_hour":1000000000}' >/dev/null
+curl -sf "http://$TG/api/v1/admin/accounts/$uid/credits" -H 'Authorization: Bearer bench-admin-token-0123456789abcdef' -d '{"delta":100000000,"reason":"bench"}' >/dev/null
 perf record -q -e cpu-clock -F 2999 -g -p "$tg" -o "$work/perf.data" -- sleep "$SECS" 2>/dev/null &
 rec=$!
 "$BENCH" load --url "http://$TG/v1/chat/completions" --mode max --secs "$SECS" --conns 64 --model bench --header "Authorization: Bearer $key"

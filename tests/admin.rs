@@ -152,3 +152,26 @@ async fn a_plan_added_in_the_config_can_be_assigned_but_guest_cannot() {
         .await
         .error(429, "rate_limit_exceeded");
 }
+
+#[test]
+fn a_short_admin_token_is_refused_at_start() {
+    let dir = temp_dir();
+    let cfg = dir.join("tollgate.toml");
+    std::fs::write(&cfg, "[server]\nlisten = \"127.0.0.1:0\"\n").unwrap();
+    let check = |token: &str| {
+        std::process::Command::new(tollgate_bin!())
+            .args(["check-config", "--config"])
+            .arg(&cfg)
+            .env("TOLLGATE_ADMIN_TOKEN", token)
+            .output()
+            .unwrap()
+    };
+    let out = check("short-token");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("server.admin_token_env") && err.contains("at least 32"),
+        "{err}"
+    );
+    assert!(check(&"x".repeat(32)).status.success());
+}

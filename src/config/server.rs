@@ -38,14 +38,19 @@ impl Default for ServerSection {
     }
 }
 
+/// The shortest admin token accepted: a guessable token is the whole ledger.
+const MIN_ADMIN_TOKEN_CHARS: usize = 32;
+
 #[derive(Debug, Clone)]
 pub struct Server {
     pub listen: SocketAddr,
     /// `None`: no metrics listener.
     pub metrics_listen: Option<SocketAddr>,
     pub public_url: String,
-    /// Read from `admin_token_env` at load time; `None` disables the admin API.
-    pub admin_token: Option<String>,
+    /// The SHA-256 (hex) of the token in `admin_token_env`, read at load time; `None`
+    /// disables the admin API. Only the digest is kept, and presented tokens are compared by
+    /// digest, so the comparison's time says nothing about the token's length or prefix.
+    pub admin_token_digest: Option<String>,
     pub trusted_proxies: Vec<Cidr>,
     pub max_body_bytes: usize,
     pub threads: usize,
@@ -91,11 +96,23 @@ impl ServerSection {
         let admin_token = std::env::var(&self.admin_token_env)
             .ok()
             .filter(|t| !t.is_empty());
+        if admin_token
+            .as_ref()
+            .is_some_and(|t| t.chars().count() < MIN_ADMIN_TOKEN_CHARS)
+        {
+            errs.push(err(
+                "server.admin_token_env",
+                format!(
+                    "the token in ${} must be at least 32 characters (or unset, to disable the admin API)",
+                    self.admin_token_env
+                ),
+            ));
+        }
         Server {
             listen,
             metrics_listen,
             public_url: self.public_url.clone(),
-            admin_token,
+            admin_token_digest: admin_token.map(|t| tollgate_filters::keys::hash(&t)),
             trusted_proxies,
             max_body_bytes: self.max_body_bytes,
             threads: self.threads,

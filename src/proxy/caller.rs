@@ -83,10 +83,11 @@ pub async fn authenticate(
     Ok(Caller::Key(shared.keys.resolve(ledger, key).await?))
 }
 
-/// The admin API's caller: the token of `server.admin_token_env`, compared in constant time.
+/// The admin API's caller: the token of `server.admin_token_env`, compared by SHA-256 digest in
+/// constant time.
 pub fn admin(shared: &Shared, session: &Session) -> Result<Caller, GatewayError> {
     let rt = shared.runtime.load();
-    let Some(token) = rt.config.server.admin_token.as_deref() else {
+    let Some(digest) = rt.config.server.admin_token_digest.as_deref() else {
         return Err(GatewayError::new(
             ErrorKind::Authentication,
             "the admin API is disabled: no admin token is configured",
@@ -99,7 +100,7 @@ pub fn admin(shared: &Shared, session: &Session) -> Result<Caller, GatewayError>
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    if constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+    if constant_time_eq(keys::hash(presented).as_bytes(), digest.as_bytes()) {
         Ok(Caller::Admin)
     } else {
         Err(GatewayError::new(

@@ -74,7 +74,7 @@ pub fn micros(credits: &Value) -> i64 {
 pub const FAST_TIMEOUTS: &str =
     "[timeouts]\nconnect = 1\nresponse = 3\nstream_chunk = 2\nclient_idle = 3\n";
 
-pub const ADMIN_TOKEN: &str = "test-admin-token";
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789abcdef";
 
 /// A running gateway process on its own ports and config file.
 pub struct Gateway {
