@@ -177,3 +177,63 @@ async fn the_session_cookie_is_secure_when_the_gateway_is_served_over_https() {
         .unwrap()
         .contains("Max-Age=0; Secure"));
 }
+
+#[tokio::test]
+async fn cookie_authenticated_writes_need_json_and_the_gateways_own_origin() {
+    let (_f, gw) = gateway().await;
+    let email = unique_email();
+    gw.signup(&email).await;
+    let login = json!({"email": email, "password": "correct horse battery"});
+    let r = post_json(gw.addr, "/api/v1/auth/login", &login).await;
+    let pair = r
+        .header("set-cookie")
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let own = format!("http://{}", gw.addr);
+    let body = br#"{"name":"from the dashboard"}"#;
+    let write = |headers: Vec<(&'static str, String)>| {
+        let (addr, pair) = (gw.addr, pair.clone());
+        async move {
+            let mut h: Vec<(&str, &str)> = vec![("Cookie", pair.as_str())];
+            h.extend(headers.iter().map(|(k, v)| (*k, v.as_str())));
+            request(addr, "POST", "/api/v1/keys", &h, body).await
+        }
+    };
+    // What a form on another site can send: no JSON content type.
+    write(vec![("Content-Type", "text/plain".into())])
+        .await
+        .error(400, "invalid_request");
+    write(vec![]).await.error(400, "invalid_request");
+    // JSON, but from another origin.
+    write(vec![
+        ("Content-Type", "application/json".into()),
+        ("Origin", "https://evil.example".into()),
+    ])
+    .await
+    .error(401, "authentication_error");
+    // The dashboard's own requests pass, with or without an Origin.
+    for origin in [Some(own.clone()), None] {
+        let mut h = vec![("Content-Type", "application/json".to_string())];
+        if let Some(o) = origin {
+            h.push(("Origin", o));
+        }
+        assert_eq!(write(h).await.status, 201);
+    }
+    // Reads and API keys are not affected.
+    let me = request(
+        gw.addr,
+        "GET",
+        "/api/v1/auth/me",
+        &[("Cookie", &pair), ("Origin", "https://evil.example")],
+        b"",
+    )
+    .await;
+    assert_eq!(me.status, 200);
+    let r = gw
+        .with_auth("POST", "/api/v1/keys", &format!("Bearer {}", gw.key), body)
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+}

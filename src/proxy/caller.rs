@@ -61,6 +61,7 @@ pub async fn authenticate(
                 let hash = keys::hash(&sid);
                 let now = crate::clock::now_ms();
                 if let Some(account) = shared.ledger()?.session_account(&hash, now).await? {
+                    check_cross_site(shared, session)?;
                     return Ok(Caller::Session(account));
                 }
             }
@@ -81,6 +82,41 @@ pub async fn authenticate(
         .trim();
     let ledger = shared.ledger()?;
     Ok(Caller::Key(shared.keys.resolve(ledger, key).await?))
+}
+
+/// A browser sends the session cookie with any request to the gateway, also one another site
+/// makes it send (CSRF). So a cookie-authenticated write must be one a foreign page cannot
+/// forge: a body with `Content-Type: application/json` (a form cannot send that without a
+/// CORS preflight), and an `Origin`, when the browser sends one, of the gateway itself.
+fn check_cross_site(shared: &Shared, session: &Session) -> Result<(), GatewayError> {
+    let req = session.req_header();
+    if matches!(req.method.as_str(), "GET" | "HEAD" | "OPTIONS") {
+        return Ok(());
+    }
+    let header = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok());
+    if matches!(req.method.as_str(), "POST" | "PUT" | "PATCH") {
+        let json = header("content-type").is_some_and(|c| {
+            c.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
+        if !json {
+            return Err(GatewayError::invalid(
+                "content-type: a write with the session cookie must send application/json",
+            ));
+        }
+    }
+    if let Some(origin) = header("origin") {
+        let rt = shared.runtime.load();
+        let own = rt.config.server.public_url.trim_end_matches('/');
+        if !origin.eq_ignore_ascii_case(own) {
+            return Err(GatewayError::new(
+                ErrorKind::Authentication,
+                format!("origin `{origin}` is not this gateway's ({own}); the session cookie is refused"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The admin API's caller: the token of `server.admin_token_env`, compared by SHA-256 digest in
