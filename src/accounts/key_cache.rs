@@ -23,6 +23,10 @@ struct Cached {
 #[derive(Default)]
 pub struct KeyCache {
     entries: Mutex<HashMap<String, Cached>>,
+    /// Bumped by every eviction (a revocation on this instance). A lookup that started before
+    /// one does not fill the cache: what it read may be the key as it was before the revoke,
+    /// and caching that would let the key work for another `KEY_CACHE_TTL`.
+    evictions: std::sync::atomic::AtomicU64,
 }
 
 impl KeyCache {
@@ -54,28 +58,45 @@ impl KeyCache {
                 }
             }
         }
+        let epoch = self.epoch();
         let auth = ledger.key_auth(&hash).await?;
-        if let Ok(mut map) = self.entries.lock() {
-            if map.len() > 100_000 {
-                map.retain(|_, c| now.duration_since(c.at) < KEY_CACHE_TTL);
-            }
-            map.insert(
-                hash,
-                Cached {
-                    auth: auth.clone(),
-                    at: now,
-                    touched: now,
-                },
-            );
-        }
+        self.fill(hash, auth.clone(), epoch, now);
         if let Some(a) = &auth {
             spawn_touch(ledger.clone(), a.key_id.clone());
         }
         auth.ok_or_else(unauthorized)
     }
 
+    fn epoch(&self) -> u64 {
+        self.evictions.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Caches a lookup that started at eviction count `epoch`, unless an eviction came since.
+    fn fill(&self, hash: String, auth: Option<KeyAuth>, epoch: u64, now: Instant) {
+        let Ok(mut map) = self.entries.lock() else {
+            return;
+        };
+        // Checked under the lock that `evict` also takes: no eviction can fall in between.
+        if self.epoch() != epoch {
+            return;
+        }
+        if map.len() > 100_000 {
+            map.retain(|_, c| now.duration_since(c.at) < KEY_CACHE_TTL);
+        }
+        map.insert(
+            hash,
+            Cached {
+                auth,
+                at: now,
+                touched: now,
+            },
+        );
+    }
+
     pub fn evict(&self, hash: &str) {
         if let Ok(mut map) = self.entries.lock() {
+            self.evictions
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             map.remove(hash);
         }
     }
@@ -87,4 +108,38 @@ fn spawn_touch(ledger: Ledger, key_id: String) {
             tracing::debug!("could not record key use: {e}");
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth() -> KeyAuth {
+        KeyAuth {
+            key_id: "key_1".into(),
+            account_id: "usr_1".into(),
+            plan: "free".into(),
+            requests_per_hour: None,
+            requests_per_day: None,
+        }
+    }
+
+    fn cached(c: &KeyCache, hash: &str) -> bool {
+        c.entries.lock().unwrap().contains_key(hash)
+    }
+
+    #[test]
+    fn a_lookup_in_flight_across_a_revocation_does_not_fill_the_cache() {
+        let c = KeyCache::default();
+        let now = Instant::now();
+        // A lookup starts, the key is revoked (evicted) meanwhile, the lookup ends.
+        let epoch = c.epoch();
+        c.evict("h");
+        c.fill("h".into(), Some(auth()), epoch, now);
+        assert!(!cached(&c, "h"), "the stale lookup must not be cached");
+        // A lookup that started after the revocation is cached as usual.
+        let epoch = c.epoch();
+        c.fill("h".into(), None, epoch, now);
+        assert!(cached(&c, "h"));
+    }
 }
