@@ -146,3 +146,47 @@ async fn fifty_slow_body_senders_are_cut_off_and_the_service_keeps_answering() {
         1
     );
 }
+
+#[tokio::test]
+async fn a_client_that_never_reads_its_stream_is_let_go_and_its_hold_settled() {
+    let fake = FakeOpenAi::start("p").await;
+    // Far more than the socket buffers between the gateway and the client hold.
+    fake.set_mode(Mode::Huge(2_000));
+    let cfg = format!(
+        "{FAST_TIMEOUTS}client_write = 1\n{}{}",
+        provider("p", &[&fake], ""),
+        model("paid-2024-01-01", "p", "economy", ""),
+    );
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    let body =
+        serde_json::to_vec(&json!({"model":"paid-2024-01-01","messages":user("hi"),"stream":true}))
+            .unwrap();
+    let mut s = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        gw.key,
+        body.len()
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut s, head.as_bytes())
+        .await
+        .unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut s, &body)
+        .await
+        .unwrap();
+    // The client keeps the connection open and reads nothing. Within a few seconds the
+    // gateway gives up on it and settles: the usage row exists, the hold is gone.
+    let mut settled = false;
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let u = gw.usage(&gw.key).await;
+        if let Some(row) = u["recent"].as_array().and_then(|r| r.first()) {
+            assert_eq!(row["status"], 200);
+            assert!(row["completion_tokens"].as_i64().unwrap() > 0, "{row}");
+            settled = true;
+            break;
+        }
+    }
+    assert!(settled, "the stream's hold was never settled");
+    assert!(gw.is_healthy().await);
+    drop(s);
+}

@@ -74,6 +74,8 @@ struct Relay {
     gone: bool,
     /// Why the stream broke after the commit.
     failure: Option<Broke>,
+    /// How long one write to the client may wait (`timeouts.client_write`).
+    write_limit: Duration,
 }
 
 pub async fn run(
@@ -106,6 +108,7 @@ async fn open(a: &Attempt<'_>, request_id: &str) -> Result<(Relay, Vec<u8>), Att
         done: false,
         gone: false,
         failure: None,
+        write_limit: timeouts.client_write,
     };
     let mut pending: Vec<u8> = Vec::new();
     while !r.rewriter.has_output() && !r.done {
@@ -169,10 +172,7 @@ async fn commit(
         .write_response_header(Box::new(h), false)
         .await
         .is_err()
-        || session
-            .write_response_body(Some(Bytes::from(first)), false)
-            .await
-            .is_err();
+        || !send(session, Bytes::from(first), false, r.write_limit).await;
     Ok(())
 }
 
@@ -219,12 +219,7 @@ async fn relay(r: &mut Relay, a: &Attempt<'_>, session: &mut Session) {
                 }
             }
         }
-        if !out.is_empty()
-            && session
-                .write_response_body(Some(Bytes::from(out)), false)
-                .await
-                .is_err()
-        {
+        if !out.is_empty() && !send(session, Bytes::from(out), false, r.write_limit).await {
             r.gone = true;
         }
     }
@@ -281,11 +276,7 @@ async fn finish(r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut Requ
             tail.extend_from_slice(DONE_EVENT);
         }
     }
-    if session
-        .write_response_body(Some(Bytes::from(tail)), true)
-        .await
-        .is_err()
-    {
+    if !send(session, Bytes::from(tail), true, r.write_limit).await {
         ctx.client_gone = true;
     }
     if r.failure.is_none() && r.done {
@@ -299,6 +290,16 @@ async fn finish(r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut Requ
             a.release(up).await;
         }
     }
+}
+
+/// Writes a piece of the stream to the client within `limit`; false when the client is gone or
+/// stopped reading (its socket buffers full for that long). A client that never reads must not
+/// pin the upstream connection and the credit hold forever.
+async fn send(session: &mut Session, bytes: Bytes, end: bool, limit: Duration) -> bool {
+    matches!(
+        tokio::time::timeout(limit, session.write_response_body(Some(bytes), end)).await,
+        Ok(Ok(()))
+    )
 }
 
 /// Reads the next upstream body piece, sending SSE comments to the client while the upstream
@@ -328,7 +329,8 @@ async fn next_piece(
             r = &mut read => return r.map_err(|e| Broke::Read(e.to_string())),
             _ = &mut limit => return Err(Broke::Silent(silence)),
             _ = &mut tick => {
-                if !*client_gone && session.write_response_body(Some(Bytes::from_static(b": keep-alive\n\n")), false).await.is_err() {
+                let comment = Bytes::from_static(b": keep-alive\n\n");
+                if !*client_gone && !send(session, comment, false, keepalive).await {
                     *client_gone = true;
                 }
             }

@@ -15,6 +15,8 @@ pub struct TimeoutsSection {
     pub client_idle: f64,
     /// The whole request body must arrive within this (a slow sender is cut off).
     pub request_body: f64,
+    /// A stream write the client does not take within this ends the stream (client gone).
+    pub client_write: f64,
 }
 
 impl Default for TimeoutsSection {
@@ -25,6 +27,7 @@ impl Default for TimeoutsSection {
             stream_chunk: 25.0,
             client_idle: 30.0,
             request_body: 30.0,
+            client_write: 30.0,
         }
     }
 }
@@ -40,6 +43,8 @@ pub struct Timeouts {
     pub client_idle: Duration,
     /// Receiving a whole request body (slowloris).
     pub request_body: Duration,
+    /// One write of a stream to the client (a client that stopped reading).
+    pub client_write: Duration,
 }
 
 impl TimeoutsSection {
@@ -50,6 +55,7 @@ impl TimeoutsSection {
             stream_chunk: secs("timeouts.stream_chunk", self.stream_chunk, errs),
             client_idle: secs("timeouts.client_idle", self.client_idle, errs),
             request_body: secs("timeouts.request_body", self.request_body, errs),
+            client_write: secs("timeouts.client_write", self.client_write, errs),
         }
     }
 }

@@ -36,6 +36,8 @@ pub enum Mode {
     Garbage,
     /// Answer normally but report these token counts (prompt, completion), however absurd.
     Usage(u64, u64),
+    /// Stream this many content chunks of 16 KiB each, as fast as the gateway takes them.
+    Huge(usize),
 }
 
 /// A chat request as the fake received it.
@@ -377,6 +379,12 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
             &chunk(json!({"role":"assistant","content":""}), Value::Null),
         )
         .await?;
+        if let Mode::Huge(n) = mode {
+            let text = "x".repeat(16 * 1024);
+            for _ in 0..n {
+                write_chunk(&mut sock, &chunk(json!({"content": text}), Value::Null)).await?;
+            }
+        }
         for (i, w) in words.iter().enumerate() {
             match &mode {
                 Mode::DieAfter(n) if i == *n => return Ok(()),
