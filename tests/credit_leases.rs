@@ -194,3 +194,60 @@ async fn a_stopped_instance_returns_its_lease_at_once() {
     );
     assert_eq!(two.admin_account(&one.user_id).await["usage_rows"], 5);
 }
+
+#[tokio::test]
+async fn a_stream_in_flight_at_sigterm_is_charged_before_the_lease_goes_back() {
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
+    // The fake's reply, a word every 700 ms: a stream of about 5 seconds.
+    assert!(a.reply_words() >= 7, "{} words", a.reply_words());
+    a.set_mode(Mode::Slow(Duration::from_millis(700)));
+    let cfg = config(&a, &b);
+    let mut one = Gateway::start_opts(
+        tollgate_bin!(),
+        &cfg,
+        Opts {
+            // Pingora serves requests in flight for the grace period: long enough here.
+            grace_secs: Some(8),
+            ..Opts::default()
+        },
+    )
+    .await;
+    let two = Gateway::start_opts(
+        tollgate_bin!(),
+        &cfg,
+        Opts {
+            database_url: Some(one.config_db()),
+            no_account: true,
+            ..Opts::default()
+        },
+    )
+    .await;
+    let initial = two.balance(&one.key).await;
+    let (addr, key) = (one.addr, one.key.clone());
+    let stream = tokio::spawn(async move {
+        let body =
+            serde_json::to_vec(&json!({"model":"cheap","messages":user("hi"),"stream":true}))
+                .unwrap();
+        let auth = format!("Bearer {key}");
+        request(
+            addr,
+            "POST",
+            "/v1/chat/completions",
+            &[("Authorization", &auth)],
+            &body,
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    one.signal("TERM");
+    let r = stream.await.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.sse_data().last().map(String::as_str), Some("[DONE]"));
+    one.child.wait().unwrap();
+    // The instance is gone; its usage row was written and its lease returned less exactly that.
+    let account = two.admin_account(&one.user_id).await;
+    assert_eq!(account["usage_rows"], 1, "{account}");
+    let spent = micros(&account["credits_spent"]);
+    assert!(spent > 0);
+    assert_eq!(two.balance(&one.key).await, initial - spent);
+}

@@ -8,8 +8,10 @@ use pingora::services::background::BackgroundService;
 
 use crate::runtime::Shared;
 
-/// Runs the credit-lease rounds (src/metering/leases.rs) every `lease_sync_ms`, or sooner when a large
-/// batch waits, and returns every lease at shutdown.
+/// Runs the credit-lease rounds (src/metering/leases.rs) every `lease_sync_ms`, or sooner when
+/// a large batch waits. At shutdown the requests still in flight keep settling against their
+/// leases: no new lease is taken, rounds go on writing usage rows, and each lease is returned
+/// once its holds have settled.
 pub struct LeaseService(pub Arc<Shared>);
 
 #[async_trait]
@@ -30,7 +32,14 @@ impl BackgroundService for LeaseService {
             }
             leases.tick(&ledger).await;
         }
-        leases.release_all(&ledger).await;
+        // Until the process ends (Pingora stops this runtime after the grace period): a lease
+        // still serving a request then expires and the reaper refunds it, having lost at most
+        // one round's rows.
+        leases.close_all();
+        while !leases.is_empty() {
+            tokio::time::sleep(leases.sync_every).await;
+            leases.tick(&ledger).await;
+        }
         tracing::info!("credit leases returned");
     }
 }

@@ -118,7 +118,8 @@ impl Ledger {
     }
 
     /// Refunds holds past their expiry (left by a crashed instance). Each hold is deleted and
-    /// refunded in one transaction, so two instances reaping at once refund it once.
+    /// refunded in one transaction of its own, its expiry checked again in the `DELETE`, so two
+    /// instances reaping at once refund it once and a lease renewed meanwhile is kept.
     pub async fn release_expired_holds(&self, now: i64) -> Result<u64> {
         on_pool!(self, p => {
             let ids: Vec<String> = sqlx::query("SELECT id FROM holds WHERE expires_at < $1 LIMIT 500")
@@ -126,17 +127,27 @@ impl Ledger {
                 .iter().map(|r| r.try_get("id")).collect::<std::result::Result<_, _>>()?;
             let mut released = 0;
             for id in ids {
-                let mut tx = p.begin().await?;
-                let row = sqlx::query("DELETE FROM holds WHERE id = $1 RETURNING account_id, amount")
-                    .bind(&id).fetch_optional(&mut *tx).await?;
-                if let Some(r) = row {
-                    let account: String = r.try_get("account_id")?;
-                    let amount: i64 = r.try_get("amount")?;
-                    sqlx::query("UPDATE accounts SET balance = balance + $1 WHERE user_id = $2")
-                        .bind(amount).bind(&account).execute(&mut *tx).await?;
-                    released += 1;
+                // Each hold on its own: one that fails is logged and left for the next round.
+                let one = async {
+                    let mut tx = p.begin().await?;
+                    // Expiry checked again: a lease renewed since the SELECT is not reaped.
+                    let row = sqlx::query("DELETE FROM holds WHERE id = $1 AND expires_at < $2 RETURNING account_id, amount")
+                        .bind(&id).bind(now).fetch_optional(&mut *tx).await?;
+                    let mut n = 0;
+                    if let Some(r) = row {
+                        let account: String = r.try_get("account_id")?;
+                        let amount: i64 = r.try_get("amount")?;
+                        sqlx::query("UPDATE accounts SET balance = balance + $1 WHERE user_id = $2")
+                            .bind(amount).bind(&account).execute(&mut *tx).await?;
+                        n = 1;
+                    }
+                    tx.commit().await?;
+                    Ok::<u64, StoreError>(n)
+                };
+                match one.await {
+                    Ok(n) => released += n,
+                    Err(e) => tracing::error!(hold = %id, "could not refund an expired hold: {e}"),
                 }
-                tx.commit().await?;
             }
             Ok(released)
         })

@@ -2,7 +2,7 @@
 //! the `metering` module doc): taking, topping up, settling against and returning them.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,8 @@ pub struct Leases {
     seq: AtomicU64,
     /// Wakes the background round early (a large batch is waiting).
     pub wake: tokio::sync::Notify,
+    /// Set at shutdown: no lease is taken any more.
+    shutting_down: AtomicBool,
 }
 
 struct Entry {
@@ -87,11 +89,28 @@ impl Leases {
             instance,
             seq: AtomicU64::new(0),
             wake: tokio::sync::Notify::new(),
+            shutting_down: AtomicBool::new(false),
         }
     }
 
     pub fn enabled(&self) -> bool {
         self.factor > 0
+    }
+
+    /// Shutdown begins: no new leases or holds on them; every lease is returned by the next
+    /// round after its holds in flight have settled (their usage rows written first).
+    pub fn close_all(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        for e in locked(&self.accounts).values_mut() {
+            if let Some(l) = e.lease.as_mut() {
+                l.closing = true;
+            }
+        }
+    }
+
+    /// Whether this instance still holds any lease.
+    pub fn is_empty(&self) -> bool {
+        locked(&self.accounts).values().all(|e| e.lease.is_none())
     }
 
     fn expires_at(&self) -> i64 {
@@ -115,7 +134,7 @@ impl Leases {
         account: &str,
         size: &HoldSize,
     ) -> Result<Option<LeaseHold>, StoreError> {
-        if !self.enabled() {
+        if !self.enabled() || self.shutting_down.load(Ordering::SeqCst) {
             return Ok(None);
         }
         let wanted = size.wanted.max(0);

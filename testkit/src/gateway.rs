@@ -117,6 +117,8 @@ pub struct Opts {
     pub log: Option<String>,
     /// `server.public_url` (default `http://` and the listen address).
     pub public_url: Option<String>,
+    /// `server.graceful_shutdown_secs` (default 1).
+    pub grace_secs: Option<u64>,
     /// The `[abuse]` section; default: signups and logins per address too generous to get in
     /// a test's way (every test signs up from 127.0.0.1).
     pub abuse: Option<String>,
@@ -160,6 +162,7 @@ impl Gateway {
         let plans = opts.plans.clone().unwrap_or_else(|| {
             "[plans.guest]\nrequests_per_hour = 100000\nrequests_per_day = 100000\n".into()
         });
+        let grace = opts.grace_secs.unwrap_or(1);
         let abuse = opts.abuse.clone().unwrap_or_else(|| {
             "[abuse]\nsignups_per_hour = 100000\nsignups_per_day = 100000\nlogins_per_hour = 100000\nlogins_per_day = 100000\n".into()
         });
@@ -170,7 +173,7 @@ impl Gateway {
             .clone()
             .unwrap_or_else(|| format!("http://{addr}"));
         let server_section = format!(
-            "[server]\nlisten = \"{addr}\"\npublic_url = \"{public_url}\"\nmetrics_listen = \"{metrics_addr}\"\nthreads = 2\ngraceful_shutdown_secs = 1\nmax_body_bytes = 8388608\ntrusted_proxies = [{trusted}]\n\n[storage]\ndatabase_url = \"{db}\"\n{storage}\n\n{plans}\n{abuse}\n"
+            "[server]\nlisten = \"{addr}\"\npublic_url = \"{public_url}\"\nmetrics_listen = \"{metrics_addr}\"\nthreads = 2\ngraceful_shutdown_secs = {grace}\nmax_body_bytes = 8388608\ntrusted_proxies = [{trusted}]\n\n[storage]\ndatabase_url = \"{db}\"\n{storage}\n\n{plans}\n{abuse}\n"
         );
         let config_path = dir.join("tollgate.toml");
         std::fs::write(&config_path, format!("{server_section}{body}")).unwrap();
