@@ -392,20 +392,4 @@ impl Leases {
             .and_then(|e| e.lease.as_ref())
             .map_or(0, |l| l.available)
     }
-
-    /// Returns every lease (shutdown). Leases with holds in flight are flushed and left to
-    /// expire if they cannot be returned before the process ends.
-    pub async fn release_all(&self, ledger: &Ledger) {
-        let accounts: Vec<(String, Arc<tokio::sync::Mutex<()>>)> = locked(&self.accounts)
-            .iter()
-            .filter(|(_, e)| e.lease.is_some())
-            .map(|(a, e)| (a.clone(), e.lock.clone()))
-            .collect();
-        for (account, lock) in accounts {
-            let _round = lock.lock().await;
-            if let Err(e) = self.round(ledger, &account, Round::Release).await {
-                tracing::error!(account = %account, "could not return a credit lease at shutdown; it expires after hold_ttl_secs: {e}");
-            }
-        }
-    }
 }
