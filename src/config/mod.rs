@@ -210,6 +210,30 @@ replacement = "zzz"
     }
 
     #[test]
+    fn abuse_limits_and_the_new_deadlines_are_checked() {
+        let errs = parse(
+            "[timeouts]\nrequest_body = 0\nclient_write = -2\n[abuse]\nsignups_per_hour = 0\nlogins_per_day = 0\n",
+        )
+        .unwrap_err();
+        let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
+        for p in [
+            "timeouts.request_body",
+            "timeouts.client_write",
+            "abuse.signups_per_hour",
+            "abuse.logins_per_day",
+        ] {
+            assert!(paths.contains(&p), "missing {p} in {paths:?}");
+        }
+        assert!(
+            parse("[abuse]\nsignups_per_minute = 3\n").is_err(),
+            "unknown key"
+        );
+        let c = parse("[abuse]\nsignups_per_hour = 2\n").unwrap();
+        assert_eq!(c.abuse.signups.per_hour, Some(2));
+        assert_eq!(c.abuse.signups.per_day, Some(20), "the default");
+    }
+
+    #[test]
     fn values_are_typed_at_load() {
         let c = parse("[storage]\nredis_failure_mode = \"fail_closed\"\nredis_url = \"\"\n[[providers]]\nname = \"p\"\nendpoints = [\"http://127.0.0.1:1\"]\n").unwrap();
         assert_eq!(c.storage.redis_failure_mode, FailureMode::FailClosed);
