@@ -11,7 +11,6 @@ use pingora::connectors::http::Connector;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use crate::accounts::key_cache::KeyCache;
-use crate::accounts::throttle::LoginThrottle;
 use crate::config::{Config, Storage};
 use crate::ledger::Ledger;
 use crate::limits::Limiter;
@@ -45,7 +44,6 @@ pub struct Shared {
     /// Set once by the ledger service, inside Pingora's long-lived runtime.
     pub ledger: tokio::sync::OnceCell<Ledger>,
     pub keys: KeyCache,
-    pub throttle: LoginThrottle,
     pub limiter: Limiter,
     pub leases: Leases,
     /// Storage settings as read at start (not reloadable).
@@ -71,7 +69,6 @@ impl Shared {
             metrics: Metrics::new(),
             ledger: tokio::sync::OnceCell::new(),
             keys: KeyCache::default(),
-            throttle: LoginThrottle::default(),
             limiter: Limiter::new(
                 storage
                     .redis_url

@@ -5,7 +5,8 @@ use serde_json::json;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::{
-    account_json, keys, passwords, random_id, MAX_ACCOUNT_BODY, SESSION_COOKIE, SESSION_TTL_SECS,
+    account_json, keys, passwords, random_id, throttle, MAX_ACCOUNT_BODY, SESSION_COOKIE,
+    SESSION_TTL_SECS,
 };
 use crate::proxy::body;
 use crate::proxy::caller::{self, Caller};
@@ -104,24 +105,20 @@ pub async fn login(
     .await?;
     let email = normalise_email(body::string(&m, "email")?)?;
     let password = body::string(&m, "password")?;
-    let ip = caller::client_ip(
-        session,
-        &shared.runtime.load().config.server.trusted_proxies,
-    );
-    shared.throttle.check(&email, ip)?;
+    // Reserved before the (slow) verification, so concurrent guesses cannot all pass.
+    throttle::reserve(shared, &email, &ctx.request_id).await?;
     let found = ledger.login_lookup(&email).await?;
     // An unknown e-mail is verified against a dummy hash: the same time as a real check, so
     // timing does not reveal which e-mails have accounts.
     let stored = found.as_ref().and_then(|(_, h)| h.as_deref());
     let ok = passwords::verify(shared, password, stored).await;
     let Some((user_id, _)) = found.filter(|_| ok) else {
-        shared.throttle.failed(&email, ip);
         return Err(GatewayError::new(
             ErrorKind::Authentication,
             "wrong e-mail or password",
         ));
     };
-    shared.throttle.succeeded(&email);
+    throttle::succeeded(shared, &email).await;
     let sid = random_id(43)?;
     let expires = crate::clock::now_ms() + SESSION_TTL_SECS * 1000;
     ledger

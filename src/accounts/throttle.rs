@@ -1,70 +1,57 @@
-//! The login throttle: failed logins per e-mail and per client IP.
+//! The login throttle per e-mail address: at most `[abuse] login_failures_per_email` wrong
+//! passwords in 15 minutes, wherever they come from.
+//!
+//! The attempt is reserved before the password is verified, in one atomic check-and-count of
+//! the shared limiter (Redis when configured, never from an admission lease), so concurrent
+//! guesses on one or many instances cannot all pass a check that none has yet recorded. A
+//! login that succeeds clears the e-mail's count; the rest leave with their window (Redis
+//! expires the keys, the background sweep prunes the in-process ones).
 
-use std::collections::HashMap;
-use std::net::IpAddr;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
+use tollgate_filters::ratelimit::Window;
 use tollgate_filters::{ErrorKind, GatewayError};
 
-/// Failed logins per e-mail and per client IP in a sliding 15-minute window.
-#[derive(Default)]
-pub struct LoginThrottle {
-    failures: Mutex<HashMap<String, Vec<Instant>>>,
+use crate::config::abuse::LOGIN_FAILURE_WINDOW_MS;
+use crate::runtime::Shared;
+
+fn ident(email: &str) -> String {
+    // Hashed: the shared store need not hold account e-mails.
+    format!("loginfail:{}", tollgate_filters::keys::hash(email))
 }
 
-const THROTTLE_WINDOW: Duration = Duration::from_secs(15 * 60);
-const MAX_FAILS_PER_EMAIL: usize = 5;
-const MAX_FAILS_PER_IP: usize = 20;
+fn windows(shared: &Shared) -> [Window; 1] {
+    [Window {
+        window_ms: LOGIN_FAILURE_WINDOW_MS,
+        limit: shared.runtime.load().config.abuse.login_failures_per_email,
+    }]
+}
 
-impl LoginThrottle {
-    fn keys(email: &str, ip: Option<IpAddr>) -> [(String, usize); 2] {
-        [
-            (format!("e:{email}"), MAX_FAILS_PER_EMAIL),
-            (
-                format!("i:{}", ip.map(|i| i.to_string()).unwrap_or_default()),
-                MAX_FAILS_PER_IP,
-            ),
-        ]
+/// Reserves one password check for `email`; 429 when its failures fill the window.
+pub async fn reserve(shared: &Shared, email: &str, request_id: &str) -> Result<(), GatewayError> {
+    let d = shared
+        .limiter
+        .check_exact(
+            &ident(email),
+            &windows(shared),
+            request_id,
+            "login_email",
+            &shared.metrics,
+        )
+        .await?;
+    if d.admitted {
+        return Ok(());
     }
+    Err(GatewayError::new(
+        ErrorKind::RateLimited {
+            retry_after: d.retry_after_secs(),
+        },
+        format!(
+            "too many failed logins for this e-mail; retry after {} s",
+            d.retry_after_secs()
+        ),
+    ))
+}
 
-    /// 429 when this e-mail or IP has failed too often recently.
-    pub fn check(&self, email: &str, ip: Option<IpAddr>) -> Result<(), GatewayError> {
-        let now = Instant::now();
-        let Ok(mut map) = self.failures.lock() else {
-            return Ok(());
-        };
-        for (k, max) in Self::keys(email, ip) {
-            if let Some(v) = map.get_mut(&k) {
-                v.retain(|t| now.duration_since(*t) < THROTTLE_WINDOW);
-                if v.len() >= max {
-                    let oldest = v.first().copied().unwrap_or(now);
-                    let retry = THROTTLE_WINDOW
-                        .saturating_sub(now.duration_since(oldest))
-                        .as_secs()
-                        .max(1);
-                    return Err(GatewayError::new(
-                        ErrorKind::RateLimited { retry_after: retry },
-                        "too many failed logins; wait before trying again",
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    pub fn failed(&self, email: &str, ip: Option<IpAddr>) {
-        let now = Instant::now();
-        if let Ok(mut map) = self.failures.lock() {
-            for (k, _) in Self::keys(email, ip) {
-                map.entry(k).or_default().push(now);
-            }
-        }
-    }
-
-    pub fn succeeded(&self, email: &str) {
-        if let Ok(mut map) = self.failures.lock() {
-            map.remove(&format!("e:{email}"));
-        }
-    }
+/// The password was right: the e-mail's failures are forgotten.
+pub async fn succeeded(shared: &Shared, email: &str) {
+    shared.limiter.forget(&ident(email), &windows(shared)).await;
 }

@@ -1,6 +1,6 @@
-//! `[abuse]`: how often one client address may sign up and log in. Counted in the shared
-//! limiter (Redis when configured), so the bound holds across instances; an account's e-mail
-//! has its own login throttle on top.
+//! `[abuse]`: how often one client address may sign up and log in, and how many wrong
+//! passwords one e-mail may be tried with. Counted in the shared limiter (Redis when
+//! configured), so the bounds hold across instances.
 
 use serde::Deserialize;
 use tollgate_filters::ratelimit::PlanLimits;
@@ -14,7 +14,12 @@ pub struct AbuseSection {
     pub signups_per_day: u64,
     pub logins_per_hour: u64,
     pub logins_per_day: u64,
+    /// Wrong passwords per e-mail address in [`LOGIN_FAILURE_WINDOW_MS`], from anywhere.
+    pub login_failures_per_email: u64,
 }
+
+/// The window of `login_failures_per_email`: 15 minutes.
+pub const LOGIN_FAILURE_WINDOW_MS: i64 = 15 * 60 * 1000;
 
 impl Default for AbuseSection {
     fn default() -> Self {
@@ -23,6 +28,7 @@ impl Default for AbuseSection {
             signups_per_day: 20,
             logins_per_hour: 60,
             logins_per_day: 300,
+            login_failures_per_email: 5,
         }
     }
 }
@@ -32,6 +38,8 @@ impl Default for AbuseSection {
 pub struct Abuse {
     pub signups: PlanLimits,
     pub logins: PlanLimits,
+    /// Per e-mail address, wherever the attempts come from.
+    pub login_failures_per_email: u64,
 }
 
 impl AbuseSection {
@@ -41,6 +49,7 @@ impl AbuseSection {
             ("signups_per_day", self.signups_per_day),
             ("logins_per_hour", self.logins_per_hour),
             ("logins_per_day", self.logins_per_day),
+            ("login_failures_per_email", self.login_failures_per_email),
         ] {
             if v == 0 {
                 errs.push(err(format!("abuse.{k}"), "must be at least 1"));
@@ -55,6 +64,7 @@ impl AbuseSection {
                 per_hour: Some(self.logins_per_hour),
                 per_day: Some(self.logins_per_day),
             },
+            login_failures_per_email: self.login_failures_per_email,
         }
     }
 }

@@ -32,6 +32,12 @@ impl LocalCounter {
         d
     }
 
+    pub fn forget(&self, ident: &str) {
+        if let Ok(mut map) = self.logs.lock() {
+            map.remove(ident);
+        }
+    }
+
     /// Drops every entry that has left its window, then every log and ident left empty.
     /// Returns how many idents remain.
     pub fn sweep(&self, now: i64) -> usize {

@@ -223,14 +223,27 @@ impl RedisCounter {
         format!("{}:rl:{{{ident}}}:{}", self.prefix, w.window_ms)
     }
 
+    /// Deletes the ident's logs of these windows.
+    pub async fn forget(
+        &self,
+        mut conn: ConnectionManager,
+        ident: &str,
+        windows: &[Window],
+    ) -> redis::RedisResult<()> {
+        let keys: Vec<String> = windows.iter().map(|w| self.key(ident, w)).collect();
+        redis::cmd("DEL").arg(keys).query_async(&mut conn).await
+    }
+
     pub async fn check(
         &self,
         mut conn: ConnectionManager,
         ident: &str,
         windows: &[Window],
         member: &str,
+        lease: bool,
     ) -> redis::RedisResult<Decision> {
-        if self.lease_size > 0 {
+        let lease = lease && self.lease_size > 0;
+        if lease {
             self.return_leases(&mut conn, Some((ident, windows))).await;
         }
         let mut inv = self.script.prepare_invoke();
@@ -243,7 +256,7 @@ impl RedisCounter {
         }
         // No live lease could admit this request: ask for a new one along with it, unless
         // another request of this ident is already asking.
-        let asking = (self.lease_size > 0)
+        let asking = lease
             .then(|| LeaseRequest::begin(&self.leasing, ident))
             .flatten();
         let want = if asking.is_some() { self.lease_size } else { 0 };

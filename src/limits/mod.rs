@@ -160,8 +160,9 @@ impl Limiter {
         }
     }
 
-    /// Checks and counts one request for `ident` (e.g. `acct:usr_…` or `ip:1.2.3.4`).
-    /// `Err` only in `fail_closed` mode with Redis unavailable.
+    /// Checks and counts one request for `ident` (e.g. `acct:usr_…` or `ip:1.2.3.4`), from
+    /// this instance's admission lease when it has one. `Err` only in `fail_closed` mode with
+    /// Redis unavailable.
     pub async fn check(
         &self,
         ident: &str,
@@ -170,17 +171,46 @@ impl Limiter {
         plan: &str,
         metrics: &Metrics,
     ) -> Result<Decision, GatewayError> {
+        self.check_with(ident, windows, member, plan, metrics, true)
+            .await
+    }
+
+    /// As [`Limiter::check`], always in the shared store and never from or into an admission
+    /// lease: for counters whose every unit matters (a password guess).
+    pub async fn check_exact(
+        &self,
+        ident: &str,
+        windows: &[Window],
+        member: &str,
+        what: &str,
+        metrics: &Metrics,
+    ) -> Result<Decision, GatewayError> {
+        self.check_with(ident, windows, member, what, metrics, false)
+            .await
+    }
+
+    async fn check_with(
+        &self,
+        ident: &str,
+        windows: &[Window],
+        member: &str,
+        plan: &str,
+        metrics: &Metrics,
+        lease: bool,
+    ) -> Result<Decision, GatewayError> {
         if windows.is_empty() {
             return Ok(Decision::unlimited());
         }
         if let Some(redis) = &self.redis {
-            if let Some(d) = redis.take_leased(ident, windows) {
-                metrics.ratelimit_leased.with_label_values(&[plan]).inc();
-                return Ok(d);
+            if lease {
+                if let Some(d) = redis.take_leased(ident, windows) {
+                    metrics.ratelimit_leased.with_label_values(&[plan]).inc();
+                    return Ok(d);
+                }
             }
             let failure = match redis.conn() {
                 Some(conn) => {
-                    let check = redis.check(conn, ident, windows, member);
+                    let check = redis.check(conn, ident, windows, member, lease);
                     match tokio::time::timeout(self.timeout, check).await {
                         Ok(Ok(d)) => return Ok(d),
                         Ok(Err(e)) => e.to_string(),
@@ -203,6 +233,23 @@ impl Limiter {
             }
         }
         Ok(self.local.check(ident, windows, crate::clock::now_ms()))
+    }
+
+    /// Forgets everything counted for `ident` in these windows (a login that succeeded clears
+    /// the e-mail's failures), in Redis when configured and in-process. Best effort: a store
+    /// that fails leaves the count to expire with its window.
+    pub async fn forget(&self, ident: &str, windows: &[Window]) {
+        if let Some(redis) = &self.redis {
+            if let Some(conn) = redis.conn() {
+                let forget = redis.forget(conn, ident, windows);
+                match tokio::time::timeout(self.timeout, forget).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::warn!("rate-limit store: could not forget {ident}: {e}"),
+                    Err(_) => tracing::warn!("rate-limit store: could not forget {ident} in time"),
+                }
+            }
+        }
+        self.local.forget(ident);
     }
 
     /// Background: drops in-process entries that left their windows; returns the idents left.
