@@ -243,3 +243,31 @@ async fn a_502_says_which_model_failed_and_how_but_never_where_or_what_the_provi
         "{msg}"
     );
 }
+
+#[tokio::test]
+async fn each_endpoint_is_health_checked_with_its_own_host() {
+    let a = FakeOpenAi::start("a").await;
+    let b = FakeOpenAi::start("b").await;
+    let hc = "health_check = { path = \"/v1/models\", interval_ms = 100, timeout_ms = 500 }";
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}",
+        provider("pool", &[&a, &b], hc),
+        model("m", "pool", "economy", ""),
+    );
+    let _gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    for _ in 0..100 {
+        if a.health_checks() > 0 && b.health_checks() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for fake in [&a, &b] {
+        let hosts = fake.health_check_hosts();
+        assert!(!hosts.is_empty(), "{} was never checked", fake.addr);
+        let own = fake.addr.to_string();
+        assert!(
+            hosts.iter().all(|h| *h == own),
+            "{own} was checked as {hosts:?}"
+        );
+    }
+}

@@ -165,8 +165,8 @@ pub fn build_pool(
         .map_err(|e| format!("provider {}: {e}", provider.name))?;
     let has_health_check = provider.health_check.is_some();
     let mut health_interval = Duration::from_secs(5);
-    if let (Some(hc), Some((first, _))) = (&provider.health_check, resolved.first()) {
-        lb.set_health_check(Box::new(health::http_check(provider, first, hc)?));
+    if let Some(hc) = &provider.health_check {
+        lb.set_health_check(Box::new(health::pool_check(provider, &resolved, hc)?));
         health_interval = Duration::from_millis(hc.interval_ms);
     }
     let order: Vec<Arc<Endpoint>> = resolved

@@ -4,7 +4,7 @@
 //! quiet, fixed-size one with [`FakeOpenAi::builder`].
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -66,7 +66,8 @@ struct FakeState {
     mode: Mutex<Mode>,
     healthy: AtomicBool,
     requests: Mutex<Vec<Recorded>>,
-    health_checks: AtomicUsize,
+    /// The `Host` header of each health check received.
+    health_checks: Mutex<Vec<String>>,
     /// Keep every request for assertions (tests); off for load runs.
     record: bool,
     /// Words of the reply; each is one stream chunk.
@@ -130,7 +131,7 @@ impl FakeOpenAiBuilder {
             mode: Mutex::new(self.mode),
             healthy: AtomicBool::new(true),
             requests: Mutex::new(Vec::new()),
-            health_checks: AtomicUsize::new(0),
+            health_checks: Mutex::new(Vec::new()),
             record: self.record,
         });
         let st = state.clone();
@@ -185,7 +186,12 @@ impl FakeOpenAi {
 
     /// Health checks received so far.
     pub fn health_checks(&self) -> usize {
-        self.state.health_checks.load(Ordering::SeqCst)
+        self.state.health_checks.lock().unwrap().len()
+    }
+
+    /// The `Host` header of every health check received so far.
+    pub fn health_check_hosts(&self) -> Vec<String> {
+        self.state.health_checks.lock().unwrap().clone()
     }
 
     /// Chat requests received (health checks excluded).
@@ -282,7 +288,8 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
     let mut buf = Vec::new();
     while let Some(req) = read_request(&mut sock, &mut buf).await {
         if req.method == "GET" {
-            st.health_checks.fetch_add(1, Ordering::SeqCst);
+            let host = req.header("host").unwrap_or("").to_string();
+            st.health_checks.lock().unwrap().push(host);
             let ok = st.healthy.load(Ordering::SeqCst);
             let body = json!({"object":"list","data":[]}).to_string();
             write_json(&mut sock, if ok { 200 } else { 503 }, body.as_bytes()).await?;
