@@ -64,6 +64,7 @@ fn bench_ledger(c: &mut Criterion) {
                             status: 200,
                             latency_ms: 10,
                             now_ms: 0,
+                            hold_note: None,
                         })
                         .await
                         .unwrap()

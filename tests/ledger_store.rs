@@ -72,6 +72,7 @@ async fn lease_rounds_are_idempotent_and_survive_a_reaped_lease() {
                 status: 200,
                 latency_ms: 1,
                 now_ms: 1,
+                hold_note: None,
             },
             0,
         )
@@ -155,4 +156,63 @@ async fn expired_sessions_are_deleted_and_live_ones_kept() {
         ledger.session_account(&live, 2_000).await.unwrap(),
         Some(account)
     );
+}
+
+/// Topping a hold up (before a failover to a pricier model) moves exactly the extra from the
+/// balance into the hold, or changes nothing: when the balance is short, when the hold has
+/// expired (the reaper may be refunding it), when the hold is another account's.
+#[tokio::test]
+async fn a_hold_is_topped_up_exactly_or_not_at_all() {
+    let dir = temp_dir();
+    let ledger = Ledger::connect(&database_url(&dir)).await.unwrap();
+    let account = format!("usr_{}", unique_email().replace(['@', '.', '+'], "_"));
+    ledger
+        .create_account(&account, None, None, 1_000_000, None, 0)
+        .await
+        .unwrap()
+        .unwrap();
+    let size = |wanted| HoldSize {
+        prompt_cost: 0,
+        wanted,
+        minimum: wanted,
+        output_per_1k: 0,
+        choices: 1,
+    };
+    let live = format!("{account}_live");
+    let old = format!("{account}_old");
+    ledger
+        .hold(&live, &account, &size(100_000), 5_000)
+        .await
+        .unwrap()
+        .unwrap();
+    ledger
+        .hold(&old, &account, &size(100_000), 10)
+        .await
+        .unwrap()
+        .unwrap();
+    let balance = |l: &Ledger| {
+        let (l, a) = (l.clone(), account.clone());
+        async move { l.account(&a).await.unwrap().unwrap().balance }
+    };
+    assert_eq!(balance(&ledger).await, 800_000);
+    assert!(!ledger
+        .top_up_hold(&live, &account, 800_001, 1_000)
+        .await
+        .unwrap());
+    assert!(!ledger.top_up_hold(&old, &account, 1, 1_000).await.unwrap());
+    assert!(!ledger
+        .top_up_hold(&live, "usr_someone_else", 1, 1_000)
+        .await
+        .unwrap());
+    assert_eq!(balance(&ledger).await, 800_000, "nothing moved");
+    assert!(ledger
+        .top_up_hold(&live, &account, 300_000, 1_000)
+        .await
+        .unwrap());
+    assert_eq!(balance(&ledger).await, 500_000);
+    // The reaper refunds the grown hold whole (the expired one too). Test clocks are tiny
+    // numbers, so no other test's holds are in reach on a shared database.
+    let reaped = ledger.release_expired_holds(6_000).await.unwrap();
+    assert_eq!(reaped, 2);
+    assert_eq!(balance(&ledger).await, 1_000_000);
 }

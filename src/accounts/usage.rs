@@ -49,7 +49,8 @@ pub async fn usage(
         .map(|u| {
             json!({"request_id": u.request_id, "model_requested": u.model_requested, "model_used": u.model_used,
                    "provider": u.provider, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-                   "credits": to_credits(u.credits), "status": u.status, "latency_ms": u.latency_ms, "created_at": u.created_at / 1000})
+                   "credits": to_credits(u.credits), "status": u.status, "latency_ms": u.latency_ms, "created_at": u.created_at / 1000,
+                   "hold_note": u.hold_note})
         })
         .collect();
     respond::json(

@@ -11,11 +11,12 @@ use std::time::Instant;
 use bytes::Bytes;
 use pingora::proxy::Session;
 use tollgate_filters::openai::request::ChatRequest;
+use tollgate_filters::route::ModelSpec;
 use tollgate_filters::GatewayError;
 
 use super::attempt::{reason_in_words, Attempt, AttemptError, Destination};
 use super::stream;
-use crate::metering::Budget;
+use crate::metering::{self, Budget};
 use crate::proxy::ctx::RequestCtx;
 use crate::runtime::{Runtime, Shared};
 use crate::upstream::provider;
@@ -39,22 +40,15 @@ pub async fn run(
     let timeouts = &f.rt.config.timeouts;
     let deadline = Instant::now() + timeouts.response;
     let mut last_failure = String::from("no endpoint was usable");
-    for &mi in f.candidates {
+    let mut budget = f.budget;
+    for (i, &mi) in f.candidates.iter().enumerate() {
         let model = f.rt.config.catalog.model(mi);
         let Some(pool) = f.rt.pools.get(&model.provider) else {
             continue;
         };
-        // Always sent, so that nothing but the hold bounds what the provider may bill: the
-        // client's own or the model's most, lowered to what the hold pays for at this model's
-        // rates. A model the hold cannot buy one token per completion of is skipped.
-        let requested = f
-            .req
-            .max_tokens
-            .unwrap_or(model.max_output_tokens)
-            .min(model.max_output_tokens);
-        let max_tokens = match &f.budget {
-            None => requested,
-            Some(b) => match b.max_tokens(model, requested) {
+        let max_tokens = match budget.as_mut() {
+            None => model_max(f.req, model),
+            Some(b) => match size_attempt(f, ctx, b, model, i > 0).await {
                 Some(t) => t,
                 None => {
                     f.shared
@@ -139,4 +133,55 @@ pub async fn run(
     Err(GatewayError::upstream(format!(
         "every upstream failed; last: {last_failure}"
     )))
+}
+
+/// The client's `max_tokens`, or the model's most, capped at the model's most.
+fn model_max(req: &ChatRequest, model: &ModelSpec) -> u64 {
+    req.max_tokens
+        .unwrap_or(model.max_output_tokens)
+        .min(model.max_output_tokens)
+}
+
+/// The `max_tokens` an attempt at `model` sends (always sent, so that nothing but the hold
+/// bounds what the provider may bill; DESIGN.md, Rules: Credits): what was asked, when the hold
+/// pays for it at this model's rates. A later candidate whose bound is higher first has the
+/// hold topped up to that bound; failing that, `max_tokens` is lowered to what the hold pays
+/// for, and `None` skips a model the hold cannot buy one token per completion of. Each such
+/// decision is noted for the usage row.
+async fn size_attempt(
+    f: &Forward<'_>,
+    ctx: &mut RequestCtx,
+    b: &mut Budget,
+    model: &ModelSpec,
+    later: bool,
+) -> Option<u64> {
+    let requested = model_max(f.req, model);
+    let bound = b.bound(model, requested);
+    if later && bound > b.held {
+        if let (Some(hold), Ok(meter)) = (ctx.hold.as_mut(), f.shared.meter()) {
+            match metering::top_up(&meter, hold, &ctx.request_id, bound - b.held).await {
+                Ok(true) => {
+                    b.held = hold.held;
+                    ctx.note_hold(format!("{}: hold topped up", model.id));
+                    return Some(requested);
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(request_id = %ctx.request_id, "could not top the hold up: {e}")
+                }
+            }
+        }
+    }
+    let t = b.max_tokens(model, requested);
+    match t {
+        Some(t) if t < requested => {
+            ctx.note_hold(format!("{}: max_tokens lowered to {t}", model.id));
+        }
+        None => ctx.note_hold(format!(
+            "{}: skipped, the hold cannot pay one token",
+            model.id
+        )),
+        Some(_) => {}
+    }
+    t
 }

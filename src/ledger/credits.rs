@@ -22,6 +22,8 @@ pub struct Settlement {
     pub status: i64,
     pub latency_ms: i64,
     pub now_ms: i64,
+    /// What the hold decided for later candidates (topped up, lowered, skipped), if anything.
+    pub hold_note: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +74,36 @@ impl Ledger {
         Ok(row)
     }
 
+    /// Adds `extra` to a hold in flight (before a failover to a pricier model), taking it from
+    /// the balance, in one transaction: the hold row is updated first (on Postgres that locks
+    /// it against the reaper), and only while it has not expired; the balance pays only what it
+    /// has. False, and nothing changed, when either refuses.
+    pub async fn top_up_hold(
+        &self,
+        hold_id: &str,
+        account_id: &str,
+        extra: i64,
+        now_ms: i64,
+    ) -> Result<bool> {
+        on_pool!(self, p => {
+            let mut tx = p.begin().await?;
+            let grown = sqlx::query("UPDATE holds SET amount = amount + $1 WHERE id = $2 AND account_id = $3 AND expires_at > $4")
+                .bind(extra).bind(hold_id).bind(account_id).bind(now_ms)
+                .execute(&mut *tx).await?;
+            if grown.rows_affected() != 1 {
+                return Ok(false);
+            }
+            let paid = sqlx::query("UPDATE accounts SET balance = balance - $1 WHERE user_id = $2 AND balance >= $1")
+                .bind(extra).bind(account_id)
+                .execute(&mut *tx).await?;
+            if paid.rows_affected() != 1 {
+                return Ok(false);
+            }
+            tx.commit().await?;
+            Ok(true)
+        })
+    }
+
     /// Settles a hold to the actual cost and writes the request's one usage row, in one
     /// statement: refund the hold less the charge (clamped so the balance stays ≥ 0), delete
     /// the hold, insert the usage row. A hold already refunded by the reaper counts as 0.
@@ -81,15 +113,15 @@ impl Ledger {
         let row: (i64, i64) = match self {
             Ledger::Sqlite(p) => {
                 let row = sqlx::query(
-                    "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after) \
+                    "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, hold_note) \
                      SELECT $1, a.user_id, $2, $3, $4, $5, $6, $7, MIN($8, a.balance + COALESCE(h.amount, 0)), $9, $10, $11, \
-                            a.balance + COALESCE(h.amount, 0) - MIN($8, a.balance + COALESCE(h.amount, 0)) \
+                            a.balance + COALESCE(h.amount, 0) - MIN($8, a.balance + COALESCE(h.amount, 0)), $13 \
                      FROM accounts a LEFT JOIN holds h ON h.id = $1 WHERE a.user_id = $12 \
                      RETURNING credits, balance_after",
                 )
                 .bind(&s.request_id).bind(&s.key_id).bind(&s.model_requested).bind(&s.model_used).bind(&s.provider)
                 .bind(s.prompt_tokens).bind(s.completion_tokens).bind(s.cost.max(0)).bind(s.status).bind(s.latency_ms).bind(s.now_ms)
-                .bind(&s.account_id)
+                .bind(&s.account_id).bind(&s.hold_note)
                 .fetch_one(p).await?;
                 (row.try_get("credits")?, row.try_get("balance_after")?)
             }
@@ -100,13 +132,13 @@ impl Ledger {
                           a AS (UPDATE accounts SET scratch = LEAST($8, balance + (SELECT amount FROM held)), \
                                   balance = balance + (SELECT amount FROM held) - LEAST($8, balance + (SELECT amount FROM held)) \
                                 WHERE user_id = $12 RETURNING scratch, balance) \
-                     INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after) \
-                     SELECT $1, $12, $2, $3, $4, $5, $6, $7, a.scratch, $9, $10, $11, a.balance FROM a \
+                     INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, hold_note) \
+                     SELECT $1, $12, $2, $3, $4, $5, $6, $7, a.scratch, $9, $10, $11, a.balance, $13 FROM a \
                      RETURNING credits, balance_after",
                 )
                 .bind(&s.request_id).bind(&s.key_id).bind(&s.model_requested).bind(&s.model_used).bind(&s.provider)
                 .bind(s.prompt_tokens).bind(s.completion_tokens).bind(s.cost.max(0)).bind(s.status).bind(s.latency_ms).bind(s.now_ms)
-                .bind(&s.account_id)
+                .bind(&s.account_id).bind(&s.hold_note)
                 .fetch_one(p).await?;
                 (row.try_get("credits")?, row.try_get("balance_after")?)
             }

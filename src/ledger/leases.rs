@@ -47,14 +47,14 @@ impl Ledger {
             let mut charged = 0i64;
             for chunk in r.rows.chunks(500) {
                 let mut q = sqlx::QueryBuilder::new(
-                    "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, lease_id) ",
+                    "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, lease_id, hold_note) ",
                 );
                 q.push_values(chunk, |mut b, (s, balance_after)| {
                     b.push_bind(&s.request_id).push_bind(&s.account_id).push_bind(&s.key_id)
                         .push_bind(&s.model_requested).push_bind(&s.model_used).push_bind(&s.provider)
                         .push_bind(s.prompt_tokens).push_bind(s.completion_tokens).push_bind(s.cost)
                         .push_bind(s.status).push_bind(s.latency_ms).push_bind(s.now_ms)
-                        .push_bind(*balance_after).push_bind(r.lease_id);
+                        .push_bind(*balance_after).push_bind(r.lease_id).push_bind(&s.hold_note);
                 });
                 q.push(" ON CONFLICT (request_id) DO NOTHING RETURNING credits");
                 // Not kept in the statement cache: each batch size is a different statement,

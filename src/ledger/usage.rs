@@ -16,6 +16,8 @@ pub struct UsageRow {
     pub status: i64,
     pub latency_ms: i64,
     pub created_at: i64,
+    /// What the credit hold decided for candidates after the first, if anything.
+    pub hold_note: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -57,7 +59,7 @@ impl Ledger {
 
     pub async fn recent_usage(&self, account_id: &str, limit: i64) -> Result<Vec<UsageRow>> {
         on_pool!(self, p => {
-            let rows = sqlx::query("SELECT request_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at FROM usage WHERE account_id = $1 ORDER BY created_at DESC, request_id DESC LIMIT $2")
+            let rows = sqlx::query("SELECT request_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, hold_note FROM usage WHERE account_id = $1 ORDER BY created_at DESC, request_id DESC LIMIT $2")
                 .bind(account_id).bind(limit).fetch_all(p).await?;
             rows.iter().map(|r| Ok(UsageRow {
                 request_id: r.try_get("request_id")?,
@@ -70,6 +72,7 @@ impl Ledger {
                 status: r.try_get("status")?,
                 latency_ms: r.try_get("latency_ms")?,
                 created_at: r.try_get("created_at")?,
+                hold_note: r.try_get("hold_note")?,
             })).collect()
         })
     }

@@ -84,6 +84,16 @@ impl Lease {
         })
     }
 
+    /// Adds `extra` to a hold in flight (a failover to a pricier model), if the lease is open
+    /// and has that much unheld.
+    pub fn grow(&mut self, extra: i64) -> bool {
+        if self.closing || extra < 0 || self.available < extra {
+            return false;
+        }
+        self.available -= extra;
+        true
+    }
+
     /// Settles a hold of `held`: as in the database, the charge never exceeds what the hold
     /// and the unheld rest can pay. Queues the usage row; returns `(charged, balance)`.
     pub fn settle(&mut self, held: i64, mut s: Settlement, now: Instant) -> (i64, i64) {
@@ -176,6 +186,7 @@ mod tests {
             status: 200,
             latency_ms: 1,
             now_ms: 0,
+            hold_note: None,
         }
     }
 
@@ -212,6 +223,20 @@ mod tests {
         l.available = 10;
         l.take(10, now).unwrap();
         assert_eq!(l.settle(10, settlement(-5), now).0, 0);
+    }
+
+    #[test]
+    fn a_hold_grows_only_from_what_the_open_lease_has_unheld() {
+        let (mut l, now) = lease(100);
+        let h = l.take(60, now).unwrap();
+        assert!(!l.grow(41));
+        assert!(l.grow(40));
+        assert_eq!(l.available, 0);
+        // The grown hold settles as one: the charge comes out of all 100 it holds.
+        assert_eq!(l.settle(h.held + 40, settlement(90), now), (90, 5_010));
+        assert_eq!(l.available, 10);
+        l.closing = true;
+        assert!(!l.grow(1));
     }
 
     #[test]

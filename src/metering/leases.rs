@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::sync::OwnedMutexGuard;
 use tollgate_filters::credits::HoldSize;
 
 use super::lease::{Lease, LeaseHold, Round};
@@ -25,11 +24,11 @@ const BALANCE_MULTIPLE: i64 = 4;
 const BATCH_WAKE: usize = 256;
 
 pub struct Leases {
-    accounts: Mutex<HashMap<String, Entry>>,
+    pub(super) accounts: Mutex<HashMap<String, Entry>>,
     factor: i64,
-    idle: Duration,
+    pub(super) idle: Duration,
     ttl: Duration,
-    renew: Duration,
+    pub(super) renew: Duration,
     pub sync_every: Duration,
     instance: String,
     seq: AtomicU64,
@@ -39,14 +38,14 @@ pub struct Leases {
     shutting_down: AtomicBool,
 }
 
-struct Entry {
+pub(super) struct Entry {
     /// Serialises database rounds for this account (background, inline top-ups and reads).
-    lock: Arc<tokio::sync::Mutex<()>>,
-    lease: Option<Lease>,
-    refused_until: Option<Instant>,
+    pub(super) lock: Arc<tokio::sync::Mutex<()>>,
+    pub(super) lease: Option<Lease>,
+    pub(super) refused_until: Option<Instant>,
 }
 
-fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding this lock cannot leave the map half-updated in a way that matters
     // more than refusing all metering would, so keep going with the data.
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -240,6 +239,35 @@ impl Leases {
         }
     }
 
+    /// Grows a hold placed against the account's lease `lease_id` by `extra` (before a failover
+    /// to a pricier model), topping the lease up first when its unheld part is short; false
+    /// when the lease is gone or the balance cannot pay.
+    pub async fn grow(
+        &self,
+        ledger: &Ledger,
+        account: &str,
+        lease_id: &Arc<str>,
+        extra: i64,
+    ) -> Result<bool, StoreError> {
+        let grow = |map: &mut HashMap<String, Entry>| {
+            map.get_mut(account)
+                .and_then(|e| e.lease.as_mut())
+                .filter(|l| &l.id == lease_id)
+                .is_some_and(|l| l.grow(extra))
+        };
+        if grow(&mut locked(&self.accounts)) {
+            return Ok(true);
+        }
+        let Some(lock) = locked(&self.accounts).get(account).map(|e| e.lock.clone()) else {
+            return Ok(false);
+        };
+        let _round = lock.lock().await;
+        let moved = grow(&mut locked(&self.accounts))
+            || (self.round(ledger, account, Round::TopUp(extra)).await?
+                && grow(&mut locked(&self.accounts)));
+        Ok(moved)
+    }
+
     /// Settles a hold placed against a lease, in memory: returns `(charged, balance)`, or gives
     /// the settlement back when that lease is gone (lost to the reaper), to be settled in the
     /// database directly.
@@ -266,7 +294,12 @@ impl Leases {
 
     /// One database round for the account; the caller holds the account's round lock.
     /// Returns false when a top-up was refused by the balance (or there is no lease).
-    async fn round(&self, ledger: &Ledger, account: &str, kind: Round) -> Result<bool, StoreError> {
+    pub(super) async fn round(
+        &self,
+        ledger: &Ledger,
+        account: &str,
+        kind: Round,
+    ) -> Result<bool, StoreError> {
         let (lease_id, start) = {
             let mut map = locked(&self.accounts);
             let Some(l) = map.get_mut(account).and_then(|e| e.lease.as_mut()) else {
@@ -319,77 +352,5 @@ impl Leases {
                 Err(err)
             }
         }
-    }
-
-    /// The background round over every lease: write pending rows, top up leases below half
-    /// their target, renew expiries, return idle leases, forget old refusals.
-    pub async fn tick(&self, ledger: &Ledger) {
-        let now = Instant::now();
-        let work: Vec<(String, Arc<tokio::sync::Mutex<()>>, Round)> = {
-            let mut map = locked(&self.accounts);
-            map.retain(|_, e| {
-                e.lease.is_some()
-                    || e.refused_until.is_some_and(|t| now < t)
-                    || Arc::strong_count(&e.lock) > 1
-            });
-            map.iter()
-                .filter_map(|(account, e)| {
-                    let kind = e.lease.as_ref()?.due(now, self.idle, self.renew)?;
-                    Some((account.clone(), e.lock.clone(), kind))
-                })
-                .collect()
-        };
-        for (account, lock, kind) in work {
-            // A request topping up inline, or a read, is already doing this account's round.
-            let Ok(_round) = lock.try_lock() else {
-                continue;
-            };
-            if let Err(e) = self.round(ledger, &account, kind).await {
-                tracing::error!(account = %account, "credit lease round failed, will retry: {e}");
-            }
-        }
-    }
-
-    /// Writes this instance's pending rows for the account and keeps further rounds out while
-    /// the returned guard lives, so that a read of the balance plus [`Leases::available`] is
-    /// consistent.
-    pub async fn flush(
-        &self,
-        ledger: &Ledger,
-        account: &str,
-    ) -> Result<Option<OwnedMutexGuard<()>>, StoreError> {
-        self.round_now(ledger, account, Round::Flush).await
-    }
-
-    /// Writes pending rows and returns the account's lease to its balance (an admin adjustment
-    /// must see all of it). Holds in flight keep their lease until they settle.
-    pub async fn release(
-        &self,
-        ledger: &Ledger,
-        account: &str,
-    ) -> Result<Option<OwnedMutexGuard<()>>, StoreError> {
-        self.round_now(ledger, account, Round::Release).await
-    }
-
-    async fn round_now(
-        &self,
-        ledger: &Ledger,
-        account: &str,
-        kind: Round,
-    ) -> Result<Option<OwnedMutexGuard<()>>, StoreError> {
-        let Some(lock) = locked(&self.accounts).get(account).map(|e| e.lock.clone()) else {
-            return Ok(None);
-        };
-        let guard = lock.lock_owned().await;
-        self.round(ledger, account, kind).await?;
-        Ok(Some(guard))
-    }
-
-    /// What this instance's lease of the account has not yet held (0 without a lease).
-    pub fn available(&self, account: &str) -> i64 {
-        locked(&self.accounts)
-            .get(account)
-            .and_then(|e| e.lease.as_ref())
-            .map_or(0, |l| l.available)
     }
 }

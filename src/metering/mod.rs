@@ -37,6 +37,7 @@
 //!   sees the lease's unspent part as held until it is returned.
 
 pub mod lease;
+mod lease_rounds;
 pub mod leases;
 
 use std::sync::Arc;
@@ -79,6 +80,19 @@ pub struct Budget {
 }
 
 impl Budget {
+    /// The hold a request asking `requested` tokens per completion of `model` needs: the
+    /// prompt and every completion at this model's rates.
+    pub fn bound(&self, model: &ModelSpec, requested: u64) -> i64 {
+        size_hold(
+            self.prompt_tokens,
+            requested,
+            self.choices,
+            model.input_micros_per_1k,
+            model.output_micros_per_1k,
+        )
+        .wanted
+    }
+
     /// The `max_tokens` an attempt at `model` may ask for: `requested` (already capped at the
     /// model's most), lowered to what the hold pays for at this model's rates; `None` when that
     /// is not even one token per completion (skip the model).
@@ -181,6 +195,42 @@ pub async fn hold(
     }
 }
 
+/// Grows a placed hold by `extra` (before a failover to a model whose bound is higher): from
+/// its lease, topped up from the balance when short, or in the database. Returns whether it
+/// grew; when not, nothing changed.
+pub async fn top_up(
+    meter: &Meter<'_>,
+    hold: &mut PlacedHold,
+    request_id: &str,
+    extra: i64,
+) -> Result<bool, StoreError> {
+    let account = &hold.account_id;
+    let grown = match &hold.lease {
+        Some(lease) => {
+            meter
+                .leases
+                .grow(meter.ledger, account, lease, extra)
+                .await?
+        }
+        None => {
+            let now = crate::clock::now_ms();
+            meter
+                .ledger
+                .top_up_hold(request_id, account, extra, now)
+                .await?
+        }
+    };
+    if grown {
+        hold.held += extra;
+        meter
+            .metrics
+            .credit_holds
+            .with_label_values(&["top_up"])
+            .inc();
+    }
+    Ok(grown)
+}
+
 /// What the request turned out to be, for its usage row.
 pub struct Served<'a> {
     pub request_id: &'a str,
@@ -192,6 +242,8 @@ pub struct Served<'a> {
     pub rates: Option<(u64, u64)>,
     pub status: u16,
     pub latency_ms: i64,
+    /// What the hold decided for candidates after the first, if anything.
+    pub hold_note: Option<&'a str>,
 }
 
 /// Settles a hold: the actual cost of the model used (nothing when no model produced output),
@@ -239,6 +291,7 @@ pub async fn settle(
         }),
         latency_ms: served.latency_ms,
         now_ms: crate::clock::now_ms(),
+        hold_note: served.hold_note.map(str::to_owned),
     };
     let s = match &hold.lease {
         Some(lease) => match meter.leases.settle(lease, hold.held, s) {

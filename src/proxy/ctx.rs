@@ -26,6 +26,8 @@ pub struct RequestCtx {
     pub rates: Option<(u64, u64)>,
     /// The credit hold, until settled.
     pub hold: Option<PlacedHold>,
+    /// What the hold decided for candidates after the first (for the usage row), `; `-joined.
+    pub hold_note: Option<String>,
     /// What settlement charged.
     pub charged: Option<i64>,
     /// Headers every response of this request carries (e.g. `X-Credits-Remaining`).
@@ -59,6 +61,7 @@ impl RequestCtx {
             client_gone: false,
             rates: None,
             hold: None,
+            hold_note: None,
             charged: None,
             headers: Vec::new(),
         }
@@ -67,6 +70,17 @@ impl RequestCtx {
     pub fn set_header(&mut self, name: &'static str, value: String) {
         self.headers.retain(|(k, _)| *k != name);
         self.headers.push((name, value));
+    }
+
+    /// Adds one decision of the hold to the usage row's note.
+    pub fn note_hold(&mut self, what: String) {
+        match &mut self.hold_note {
+            Some(n) => {
+                n.push_str("; ");
+                n.push_str(&what);
+            }
+            None => self.hold_note = Some(what),
+        }
     }
 
     /// What the request turned out to be, for its usage row.
@@ -80,6 +94,7 @@ impl RequestCtx {
             rates: self.rates,
             status: self.status,
             latency_ms: self.start.elapsed().as_millis() as i64,
+            hold_note: self.hold_note.as_deref(),
         }
     }
 }

@@ -1,0 +1,85 @@
+//! The rounds of credit leases that are not a request's own: the background round over every
+//! lease, and the reads that write this instance's pending rows first (`me`, usage, admin).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::OwnedMutexGuard;
+
+use super::lease::Round;
+use super::leases::{locked, Leases};
+use crate::ledger::{Ledger, StoreError};
+
+impl Leases {
+    /// The background round over every lease: write pending rows, top up leases below half
+    /// their target, renew expiries, return idle leases, forget old refusals.
+    pub async fn tick(&self, ledger: &Ledger) {
+        let now = Instant::now();
+        let work: Vec<(String, Arc<tokio::sync::Mutex<()>>, Round)> = {
+            let mut map = locked(&self.accounts);
+            map.retain(|_, e| {
+                e.lease.is_some()
+                    || e.refused_until.is_some_and(|t| now < t)
+                    || Arc::strong_count(&e.lock) > 1
+            });
+            map.iter()
+                .filter_map(|(account, e)| {
+                    let kind = e.lease.as_ref()?.due(now, self.idle, self.renew)?;
+                    Some((account.clone(), e.lock.clone(), kind))
+                })
+                .collect()
+        };
+        for (account, lock, kind) in work {
+            // A request topping up inline, or a read, is already doing this account's round.
+            let Ok(_round) = lock.try_lock() else {
+                continue;
+            };
+            if let Err(e) = self.round(ledger, &account, kind).await {
+                tracing::error!(account = %account, "credit lease round failed, will retry: {e}");
+            }
+        }
+    }
+
+    /// Writes this instance's pending rows for the account and keeps further rounds out while
+    /// the returned guard lives, so that a read of the balance plus [`Leases::available`] is
+    /// consistent.
+    pub async fn flush(
+        &self,
+        ledger: &Ledger,
+        account: &str,
+    ) -> Result<Option<OwnedMutexGuard<()>>, StoreError> {
+        self.round_now(ledger, account, Round::Flush).await
+    }
+
+    /// Writes pending rows and returns the account's lease to its balance (an admin adjustment
+    /// must see all of it). Holds in flight keep their lease until they settle.
+    pub async fn release(
+        &self,
+        ledger: &Ledger,
+        account: &str,
+    ) -> Result<Option<OwnedMutexGuard<()>>, StoreError> {
+        self.round_now(ledger, account, Round::Release).await
+    }
+
+    async fn round_now(
+        &self,
+        ledger: &Ledger,
+        account: &str,
+        kind: Round,
+    ) -> Result<Option<OwnedMutexGuard<()>>, StoreError> {
+        let Some(lock) = locked(&self.accounts).get(account).map(|e| e.lock.clone()) else {
+            return Ok(None);
+        };
+        let guard = lock.lock_owned().await;
+        self.round(ledger, account, kind).await?;
+        Ok(Some(guard))
+    }
+
+    /// What this instance's lease of the account has not yet held (0 without a lease).
+    pub fn available(&self, account: &str) -> i64 {
+        locked(&self.accounts)
+            .get(account)
+            .and_then(|e| e.lease.as_ref())
+            .map_or(0, |l| l.available)
+    }
+}
