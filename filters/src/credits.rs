@@ -9,6 +9,29 @@ use crate::Usage;
 
 pub const MICROS_PER_CREDIT: i64 = 1_000_000;
 
+/// A model's prices in µcr per 1K tokens. Cache rates, when set, price the cache parts of the
+/// prompt (Anthropic's prompt caching); without them those tokens cost the input rate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rates {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: Option<u64>,
+    pub cache_write: Option<u64>,
+}
+
+/// The price of one request in µcr at `rates`: like [`cost`], with the prompt's cache-read and
+/// cache-write tokens at their own rates.
+pub fn cost_at(usage: Usage, rates: &Rates) -> i64 {
+    let read = usage.cache_read_tokens.min(usage.prompt_tokens);
+    let write = usage.cache_write_tokens.min(usage.prompt_tokens - read);
+    let plain = usage.prompt_tokens - read - write;
+    let milli = plain as u128 * rates.input as u128
+        + read as u128 * rates.cache_read.unwrap_or(rates.input) as u128
+        + write as u128 * rates.cache_write.unwrap_or(rates.input) as u128
+        + usage.completion_tokens as u128 * rates.output as u128;
+    milli.div_ceil(1000).min(i64::MAX as u128) as i64
+}
+
 /// The price of one request in µcr: `ceil((p × in + c × out) / 1000)`.
 pub fn cost(usage: Usage, input_per_1k: u64, output_per_1k: u64) -> i64 {
     let milli = usage.prompt_tokens as u128 * input_per_1k as u128
@@ -76,6 +99,7 @@ pub fn size_hold(
         Usage {
             prompt_tokens,
             completion_tokens: 0,
+            ..Usage::default()
         },
         input_per_1k,
         0,
@@ -85,6 +109,7 @@ pub fn size_hold(
             Usage {
                 prompt_tokens: 0,
                 completion_tokens: n,
+                ..Usage::default()
             },
             0,
             output_per_1k,
@@ -153,6 +178,7 @@ mod tests {
         let u = Usage {
             prompt_tokens: 11,
             completion_tokens: 7,
+            ..Usage::default()
         };
         assert_eq!(cost(u, 1_000_000, 2_000_000), 11_000 + 14_000);
         // 0.15 credits / 1K = 150 µcr per token... per 1K: 150_000 µcr/1K = 150 µcr/token.
@@ -160,7 +186,8 @@ mod tests {
             cost(
                 Usage {
                     prompt_tokens: 3,
-                    completion_tokens: 0
+                    completion_tokens: 0,
+                    ..Usage::default()
                 },
                 150_000,
                 0
@@ -172,7 +199,8 @@ mod tests {
             cost(
                 Usage {
                     prompt_tokens: 1,
-                    completion_tokens: 0
+                    completion_tokens: 0,
+                    ..Usage::default()
                 },
                 1,
                 0

@@ -19,6 +19,9 @@ pub enum ErrorKind {
     },
     Internal,
     Upstream,
+    /// Every upstream was overloaded (Anthropic's 529 or `overloaded_error`): 502
+    /// `upstream_error` on the OpenAI surface, 529 `overloaded_error` on the Messages API.
+    Overloaded,
     ServiceUnavailable,
     NotFound,
     MethodNotAllowed,
@@ -64,7 +67,7 @@ impl GatewayError {
             ErrorKind::Conflict => (409, "conflict"),
             ErrorKind::RateLimited { .. } => (429, "rate_limit_exceeded"),
             ErrorKind::Internal => (500, "internal_error"),
-            ErrorKind::Upstream => (502, "upstream_error"),
+            ErrorKind::Upstream | ErrorKind::Overloaded => (502, "upstream_error"),
             ErrorKind::ServiceUnavailable => (503, "service_unavailable"),
         }
     }
@@ -143,6 +146,7 @@ mod tests {
             RateLimited { retry_after: 3 } => 429 "rate_limit_exceeded",
             Internal => 500 "internal_error",
             Upstream => 502 "upstream_error",
+            Overloaded => 502 "upstream_error",
             ServiceUnavailable => 503 "service_unavailable",
         };
         for (kind, status, ty) in rows {

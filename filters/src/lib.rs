@@ -28,6 +28,7 @@
 //! - [`time`]: civil dates for the config and HTTP date headers (`Sunset`).
 #![forbid(unsafe_code)]
 
+pub mod anthropic;
 pub mod credits;
 pub mod error;
 pub mod keys;
@@ -36,16 +37,23 @@ pub mod openai;
 pub mod ratelimit;
 pub mod route;
 pub mod sse;
+pub mod stream;
 pub mod time;
 pub mod tokens;
 
 pub use error::{ErrorKind, GatewayError};
 
-/// Token counts of one completion, as OpenAI's `usage` object reports them.
+/// Token counts of one completion, as OpenAI's `usage` object reports them. The cache counts
+/// (Anthropic's prompt caching) are parts of `prompt_tokens`, billed at the model's cache rates
+/// when it has them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Of `prompt_tokens`: read from the provider's prompt cache.
+    pub cache_read_tokens: u64,
+    /// Of `prompt_tokens`: written to the provider's prompt cache.
+    pub cache_write_tokens: u64,
 }
 
 impl Usage {
@@ -73,6 +81,7 @@ impl Usage {
         Some(Usage {
             prompt_tokens: c.prompt_tokens,
             completion_tokens: c.completion_tokens,
+            ..Usage::default()
         })
     }
 
@@ -82,6 +91,7 @@ impl Usage {
         Some(Usage {
             prompt_tokens: o.get("prompt_tokens")?.as_u64()?,
             completion_tokens: o.get("completion_tokens")?.as_u64()?,
+            ..Usage::default()
         })
     }
 }
@@ -95,6 +105,7 @@ mod tests {
         let u = Usage {
             prompt_tokens: u64::MAX,
             completion_tokens: u64::MAX,
+            ..Usage::default()
         };
         assert_eq!(u.total(), u64::MAX);
         assert_eq!(u.to_json()["total_tokens"], u64::MAX);

@@ -207,6 +207,7 @@ impl Attempt<'_> {
             let counted = off_thread(self.shared, move || Usage {
                 prompt_tokens: messages.as_ref().map_or(0, tokens::count_prompt),
                 completion_tokens: tokens::count_text(&text),
+                ..Usage::default()
             })
             .await
             .unwrap_or_default();

@@ -238,6 +238,7 @@ async fn finish(r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut Requ
             off_thread(a.shared, move || Usage {
                 prompt_tokens: messages.as_ref().map_or(0, tokens::count_prompt),
                 completion_tokens: tokens::count_text(&text),
+                ..Usage::default()
             })
             .await
             .unwrap_or_default()

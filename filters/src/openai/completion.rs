@@ -83,6 +83,7 @@ mod tests {
         move |text| Usage {
             prompt_tokens: prompt,
             completion_tokens: crate::tokens::count_text(text),
+            ..Usage::default()
         }
     }
 
@@ -96,7 +97,8 @@ mod tests {
             usage,
             Usage {
                 prompt_tokens: 8,
-                completion_tokens: 2
+                completion_tokens: 2,
+                ..Usage::default()
             }
         );
         assert_eq!(v["usage"]["total_tokens"], 10);
@@ -120,7 +122,8 @@ mod tests {
             usage,
             Usage {
                 prompt_tokens: 3,
-                completion_tokens: 1
+                completion_tokens: 1,
+                ..Usage::default()
             }
         );
         let text = String::from_utf8(out).unwrap();
@@ -140,7 +143,8 @@ mod tests {
             usage,
             Usage {
                 prompt_tokens: 5,
-                completion_tokens: 3
+                completion_tokens: 3,
+                ..Usage::default()
             }
         );
         let v: Value = serde_json::from_slice(&out).unwrap();

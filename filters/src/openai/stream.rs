@@ -389,7 +389,8 @@ mod tests {
             r.upstream_usage(),
             Some(Usage {
                 prompt_tokens: 3,
-                completion_tokens: 1
+                completion_tokens: 1,
+                ..Usage::default()
             })
         );
         assert_eq!(r.on_event("[DONE]"), StreamStep::Done);
