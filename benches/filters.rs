@@ -93,6 +93,8 @@ fn catalog(n: usize) -> Catalog {
             tier: Tier::ALL[i % 3],
             input_micros_per_1k: 1,
             output_micros_per_1k: 2,
+            cache_read_micros_per_1k: None,
+            cache_write_micros_per_1k: None,
             max_output_tokens: 1000,
             guest: false,
             self_hosted: i == n - 1,

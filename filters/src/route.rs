@@ -51,6 +51,9 @@ pub struct ModelSpec {
     /// Micro-credits per 1K tokens.
     pub input_micros_per_1k: u64,
     pub output_micros_per_1k: u64,
+    /// Prompt-cache rates (Anthropic's caching); `None`: those tokens cost the input rate.
+    pub cache_read_micros_per_1k: Option<u64>,
+    pub cache_write_micros_per_1k: Option<u64>,
     pub max_output_tokens: u64,
     pub guest: bool,
     pub self_hosted: bool,
@@ -60,6 +63,15 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
+    pub fn rates(&self) -> crate::credits::Rates {
+        crate::credits::Rates {
+            input: self.input_micros_per_1k,
+            output: self.output_micros_per_1k,
+            cache_read: self.cache_read_micros_per_1k,
+            cache_write: self.cache_write_micros_per_1k,
+        }
+    }
+
     pub fn retired(&self, now: i64) -> bool {
         self.retires_at.is_some_and(|r| now >= r)
     }
@@ -225,6 +237,8 @@ mod tests {
             tier,
             input_micros_per_1k: 1,
             output_micros_per_1k: 1,
+            cache_read_micros_per_1k: None,
+            cache_write_micros_per_1k: None,
             max_output_tokens: 100,
             guest: false,
             self_hosted: false,

@@ -10,13 +10,13 @@ use pingora::http::RequestHeader;
 use pingora::protocols::http::client::HttpSession;
 use pingora::proxy::Session;
 use pingora::upstreams::peer::HttpPeer;
-use tollgate_filters::openai::completion::rewrite_completion;
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::ModelSpec;
 use tollgate_filters::{tokens, GatewayError, Usage};
 
 use super::settle::settle;
 use super::tokenize::off_thread;
+use super::translate;
 use crate::config::Timeouts;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::respond;
@@ -51,6 +51,8 @@ pub fn reason_in_words(reason: &str) -> &'static str {
         "bad_reply" => "sent a reply that is not a valid completion",
         "error_event" => "sent an error instead of output",
         "early_eof" => "closed the stream before any output",
+        "overloaded" => "was overloaded",
+        "untranslatable" => "cannot take this request in its wire format",
         _ => "failed",
     }
 }
@@ -102,6 +104,9 @@ impl Attempt<'_> {
             if let Some((name, value)) = provider::auth_header(&d.pool.provider) {
                 h.insert_header(name, value)?;
             }
+            for (name, value) in provider::fixed_headers(&d.pool.provider) {
+                h.insert_header(*name, *value)?;
+            }
             Ok(Box::new(h))
         };
         build().map_err(|e| failover("request_build", e))
@@ -152,7 +157,7 @@ impl Attempt<'_> {
         let m = self.dest.model;
         ctx.model_used = Some(m.id.clone());
         ctx.provider = Some(self.dest.pool.provider.name.clone());
-        ctx.rates = Some((m.input_micros_per_1k, m.output_micros_per_1k));
+        ctx.rates = Some(m.rates());
         ctx.status = 200;
     }
 
@@ -194,8 +199,9 @@ impl Attempt<'_> {
         self.release(up).await;
 
         let model = &self.dest.model.id;
+        let (wire, kind) = (ctx.wire, self.dest.pool.provider.kind);
         let mut text = None;
-        let (mut out, mut usage, counted) = rewrite_completion(&buf, model, |t| {
+        let (mut out, mut usage, counted) = translate::reply(wire, kind, &buf, model, |t| {
             text = Some(t.to_owned());
             Usage::default()
         })
@@ -211,7 +217,7 @@ impl Attempt<'_> {
             })
             .await
             .unwrap_or_default();
-            (out, usage, _) = rewrite_completion(&buf, model, |_| counted)
+            (out, usage, _) = translate::reply(wire, kind, &buf, model, |_| counted)
                 .map_err(|e| failover("bad_reply", e))?;
         }
         self.served(ctx);
@@ -233,6 +239,8 @@ pub async fn check_status(up: &mut HttpSession, deadline: Duration) -> Result<()
     }
     let reason = match status {
         429 => "429",
+        // Anthropic's "overloaded": fail over, and say so if every candidate was.
+        529 => "overloaded",
         500..=599 => "5xx",
         _ => "4xx",
     };

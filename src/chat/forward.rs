@@ -10,8 +10,10 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use pingora::proxy::Session;
+use serde_json::{Map, Value};
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::ModelSpec;
+use tollgate_filters::ErrorKind;
 use tollgate_filters::GatewayError;
 
 use super::attempt::{reason_in_words, Attempt, AttemptError, Destination};
@@ -26,6 +28,8 @@ pub struct Forward<'a> {
     pub shared: &'a Shared,
     pub rt: &'a Runtime,
     pub req: &'a ChatRequest,
+    /// The body as an Anthropic client sent it (`/v1/messages`); `None` for OpenAI clients.
+    pub anthropic: Option<&'a Map<String, Value>>,
     /// Catalog indices of the models to try, in order.
     pub candidates: &'a [usize],
     /// What the credit hold pays for; `None` (a guest): no bound but the model's.
@@ -41,6 +45,10 @@ pub async fn run(
     let deadline = Instant::now() + timeouts.response;
     let mut last_failure = String::from("no endpoint was usable");
     let mut budget = f.budget;
+    // Every failure so far was an overloaded upstream (Anthropic's 529): the Messages API
+    // answers that as Anthropic would.
+    let mut overloaded = true;
+    let mut tried = false;
     for (i, &mi) in f.candidates.iter().enumerate() {
         let model = f.rt.config.catalog.model(mi);
         let Some(pool) = f.rt.pools.get(&model.provider) else {
@@ -62,13 +70,29 @@ pub async fn run(
                 }
             },
         };
-        let body = provider::chat_body(
+        let body = match provider::chat_body(
             &pool.provider,
             f.req,
+            f.anthropic,
             &model.upstream_model,
-            Some(max_tokens),
-        );
-        let body = Bytes::from(body);
+            max_tokens,
+        ) {
+            Ok(b) => Bytes::from(b),
+            Err(e) => {
+                // Only a later candidate gets here: the first one's kind was checked before
+                // the hold, so the client was told then.
+                let reason = "untranslatable";
+                f.shared
+                    .metrics
+                    .failovers
+                    .with_label_values(&[&model.id, reason])
+                    .inc();
+                tracing::info!(request_id = %ctx.request_id, model = %model.id, "skipping a candidate that cannot take this request: {e}");
+                last_failure = format!("{} {}", model.id, reason_in_words(reason));
+                overloaded = false;
+                continue;
+            }
+        };
         for endpoint in pool.usable_endpoints() {
             if !f.req.stream && Instant::now() >= deadline {
                 return Err(GatewayError::upstream(format!(
@@ -115,6 +139,8 @@ pub async fn run(
                     return Err(e);
                 }
                 Err(AttemptError::Failover { reason, detail }) => {
+                    tried = true;
+                    overloaded &= reason == "overloaded";
                     m.upstream_attempts
                         .with_label_values(&[provider, reason])
                         .inc();
@@ -130,9 +156,11 @@ pub async fn run(
             }
         }
     }
-    Err(GatewayError::upstream(format!(
-        "every upstream failed; last: {last_failure}"
-    )))
+    let message = format!("every upstream failed; last: {last_failure}");
+    if tried && overloaded {
+        return Err(GatewayError::new(ErrorKind::Overloaded, message));
+    }
+    Err(GatewayError::upstream(message))
 }
 
 /// The client's `max_tokens`, or the model's most, capped at the model's most.

@@ -1,4 +1,5 @@
-//! `POST /v1/chat/completions`: the pipeline of one chat request.
+//! `POST /v1/chat/completions`, and `POST /v1/messages` (the same pipeline for a client that
+//! speaks Anthropic's Messages API, `ctx.wire`): the pipeline of one chat request.
 //!
 //! authenticate → rate limit → read and validate the body → resolve the model → route
 //! candidates → credit hold → forward ([`forward`]: one [`attempt`] per candidate and endpoint,
@@ -12,19 +13,24 @@ pub mod models;
 pub mod settle;
 pub mod stream;
 pub mod tokenize;
+pub mod translate;
 
 use pingora::proxy::Session;
+use tollgate_filters::anthropic::request::{
+    check_openai_translatable, check_translatable, parse_messages_request,
+};
 use tollgate_filters::credits::format_credits;
 use tollgate_filters::openai::request::{parse_chat_request, ChatRequest};
 use tollgate_filters::route::{ModelSpec, Target};
 use tollgate_filters::time::http_date;
 use tollgate_filters::{ErrorKind, GatewayError};
 
+use crate::config::ProviderKind;
 use crate::ledger::KeyAuth;
 use crate::metering::{self, Budget, Hold, HoldRequest};
 use crate::proxy::body;
 use crate::proxy::caller::{self, Caller};
-use crate::proxy::ctx::RequestCtx;
+use crate::proxy::ctx::{RequestCtx, Wire};
 use crate::runtime::Shared;
 
 pub async fn handle(
@@ -54,7 +60,15 @@ async fn pipeline(
         rt.config.timeouts.request_body,
     )
     .await?;
-    let req = parse_chat_request(&raw)?;
+    // An Anthropic client's request is validated as Anthropic does, and carried both as sent
+    // (for Anthropic providers) and translated (for everything the pipeline reads).
+    let (req, anthropic) = match ctx.wire {
+        Wire::OpenAi => (parse_chat_request(&raw)?, None),
+        Wire::Anthropic => {
+            let m = parse_messages_request(&raw)?;
+            (m.chat, Some(m.original))
+        }
+    };
     drop(raw);
     ctx.model_requested = Some(req.model.clone());
 
@@ -89,6 +103,15 @@ async fn pipeline(
             "no healthy upstream can serve {what}"
         )));
     }
+    // A request the first candidate's wire format cannot carry faithfully is refused before
+    // anything is held (a later candidate of that kind is skipped instead).
+    let first = catalog.model(candidates[0]);
+    let first_kind = rt.pools.get(&first.provider).map(|p| p.provider.kind);
+    match (&anthropic, first_kind) {
+        (None, Some(ProviderKind::Anthropic)) => check_translatable(&req)?,
+        (Some(original), Some(ProviderKind::OpenAi)) => check_openai_translatable(original)?,
+        _ => {}
+    }
     let budget = match &caller {
         Caller::Key(key) => Some(hold(shared, ctx, key, catalog.model(candidates[0]), &req).await?),
         _ => None,
@@ -101,6 +124,7 @@ async fn pipeline(
         shared,
         rt: &rt,
         req: &req,
+        anthropic: anthropic.as_ref(),
         candidates: &candidates,
         budget,
     };

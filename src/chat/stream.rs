@@ -16,12 +16,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use pingora::protocols::http::client::HttpSession;
 use pingora::proxy::Session;
-use tollgate_filters::openai::stream::{sse_event, StreamRewriter, StreamStep, DONE_EVENT};
+use tollgate_filters::openai::stream::StreamStep;
 use tollgate_filters::sse::{SseDecoder, SseEvent};
+use tollgate_filters::stream::StreamTranslator;
 use tollgate_filters::{tokens, GatewayError, Usage};
 
 use super::attempt::{check_status, failover, Attempt, AttemptError};
 use super::tokenize::off_thread;
+use super::translate;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::respond;
 
@@ -66,7 +68,8 @@ impl std::fmt::Display for Broke {
 struct Relay {
     up: HttpSession,
     decoder: SseDecoder,
-    rewriter: StreamRewriter,
+    /// The upstream's events in the client's format.
+    rewriter: Box<dyn StreamTranslator>,
     events: Vec<SseEvent>,
     /// The upstream sent `[DONE]`.
     done: bool,
@@ -83,7 +86,7 @@ pub async fn run(
     session: &mut Session,
     ctx: &mut RequestCtx,
 ) -> Result<(), AttemptError> {
-    let (mut relay, first) = open(a, &ctx.request_id).await?;
+    let (mut relay, first) = open(a, ctx).await?;
     a.served(ctx);
     commit(&mut relay, session, ctx, first).await?;
     self::relay(&mut relay, a, session).await;
@@ -93,9 +96,10 @@ pub async fn run(
 
 /// Phase 1: the response head, then events until one carries output. Chunks before it (the
 /// role chunk) are kept and sent with it.
-async fn open(a: &Attempt<'_>, request_id: &str) -> Result<(Relay, Vec<u8>), AttemptError> {
+async fn open(a: &Attempt<'_>, ctx: &RequestCtx) -> Result<(Relay, Vec<u8>), AttemptError> {
     let timeouts = a.timeouts;
-    let mut up = match tokio::time::timeout(timeouts.stream_chunk, a.send(request_id)).await {
+    let sent = a.send(&ctx.request_id);
+    let mut up = match tokio::time::timeout(timeouts.stream_chunk, sent).await {
         Ok(r) => r?,
         Err(_) => return Err(failover("timeout", "no response head in time")),
     };
@@ -103,7 +107,12 @@ async fn open(a: &Attempt<'_>, request_id: &str) -> Result<(Relay, Vec<u8>), Att
     let mut r = Relay {
         up,
         decoder: SseDecoder::new(MAX_SSE_EVENT),
-        rewriter: StreamRewriter::new(&a.dest.model.id, a.req.client_wants_usage),
+        rewriter: translate::stream(
+            ctx.wire,
+            a.dest.pool.provider.kind,
+            &a.dest.model.id,
+            a.req.client_wants_usage,
+        ),
         events: Vec::new(),
         done: false,
         gone: false,
@@ -131,11 +140,17 @@ async fn open(a: &Attempt<'_>, request_id: &str) -> Result<(Relay, Vec<u8>), Att
             .push(&piece, &mut r.events)
             .map_err(|e| failover("bad_reply", e))?;
         for ev in r.events.drain(..) {
-            match r.rewriter.on_event(&ev.data) {
+            match r.rewriter.on_event(ev.event.as_deref(), &ev.data) {
                 StreamStep::Emit(b) => pending.extend_from_slice(&b),
                 StreamStep::Done => r.done = true,
                 StreamStep::UpstreamError(e) if !r.rewriter.has_output() => {
-                    return Err(failover("error_event", e));
+                    let overloaded = e["type"] == "overloaded_error";
+                    let reason = if overloaded {
+                        "overloaded"
+                    } else {
+                        "error_event"
+                    };
+                    return Err(failover(reason, e));
                 }
                 StreamStep::UpstreamError(e) => {
                     // Content is ready to go out: deliver it, then end with the error.
@@ -207,7 +222,7 @@ async fn relay(r: &mut Relay, a: &Attempt<'_>, session: &mut Session) {
         }
         let mut out = Vec::new();
         for ev in r.events.drain(..) {
-            match r.rewriter.on_event(&ev.data) {
+            match r.rewriter.on_event(ev.event.as_deref(), &ev.data) {
                 StreamStep::Emit(b) => out.extend_from_slice(&b),
                 StreamStep::Done => {
                     r.done = true;
@@ -226,7 +241,7 @@ async fn relay(r: &mut Relay, a: &Attempt<'_>, session: &mut Session) {
 }
 
 /// Phase 4: metering, the closing events, and the connection back to the pool.
-async fn finish(r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut RequestCtx) {
+async fn finish(mut r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut RequestCtx) {
     // The upstream's own usage when it sent one, else the tokenizer over what was actually
     // delivered.
     let usage = match r.rewriter.upstream_usage() {
@@ -265,17 +280,9 @@ async fn finish(r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut Requ
                 a.dest.model.id,
                 broke.words()
             ));
-            tail.extend_from_slice(&sse_event(&err.to_value()));
+            tail.extend_from_slice(&r.rewriter.error_event(&err));
         }
-        None => {
-            if !r.rewriter.finished() {
-                tail.extend_from_slice(&r.rewriter.synthetic_finish_chunk());
-            }
-            if r.rewriter.client_wants_usage() && r.rewriter.upstream_usage().is_none() {
-                tail.extend_from_slice(&r.rewriter.synthetic_usage_chunk(usage));
-            }
-            tail.extend_from_slice(DONE_EVENT);
-        }
+        None => tail.extend_from_slice(&r.rewriter.close(usage)),
     }
     if !send(session, Bytes::from(tail), true, r.write_limit).await {
         ctx.client_gone = true;

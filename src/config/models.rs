@@ -20,6 +20,12 @@ pub struct ModelSection {
     pub tier: String,
     pub input_credits_per_1k: f64,
     pub output_credits_per_1k: f64,
+    /// Prompt tokens read from the provider's cache (Anthropic); default: the input rate.
+    #[serde(default)]
+    pub cache_read_credits_per_1k: Option<f64>,
+    /// Prompt tokens written to the provider's cache (Anthropic); default: the input rate.
+    #[serde(default)]
+    pub cache_write_credits_per_1k: Option<f64>,
     #[serde(default = "default_max_output")]
     pub max_output_tokens: u64,
     #[serde(default)]
@@ -115,6 +121,12 @@ pub(super) fn validate(
                 m.output_credits_per_1k,
                 errs,
             ),
+            cache_read_micros_per_1k: m
+                .cache_read_credits_per_1k
+                .map(|v| micros(&at("cache_read_credits_per_1k"), v, errs)),
+            cache_write_micros_per_1k: m
+                .cache_write_credits_per_1k
+                .map(|v| micros(&at("cache_write_credits_per_1k"), v, errs)),
             max_output_tokens: m.max_output_tokens,
             guest: m.guest,
             self_hosted: provider.is_some_and(|p| p.self_hosted),

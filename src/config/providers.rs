@@ -64,10 +64,12 @@ fn default_hc_timeout() -> u64 {
 pub enum ProviderKind {
     /// Any OpenAI-compatible chat-completions API.
     OpenAi,
+    /// Anthropic's Messages API (`/v1/messages`, `x-api-key`, `anthropic-version`).
+    Anthropic,
 }
 
 impl ProviderKind {
-    pub const ALL: [ProviderKind; 1] = [ProviderKind::OpenAi];
+    pub const ALL: [ProviderKind; 2] = [ProviderKind::OpenAi, ProviderKind::Anthropic];
 
     pub fn parse(s: &str) -> Option<ProviderKind> {
         ProviderKind::ALL.into_iter().find(|k| k.as_str() == s)
@@ -76,6 +78,7 @@ impl ProviderKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
         }
     }
 }

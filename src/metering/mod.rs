@@ -238,8 +238,8 @@ pub struct Served<'a> {
     pub model_used: Option<&'a str>,
     pub provider: Option<&'a str>,
     pub usage: Usage,
-    /// Rates (µcr per 1K in, out) of the model used; `None`: nothing was served, no charge.
-    pub rates: Option<(u64, u64)>,
+    /// Rates of the model used; `None`: nothing was served, no charge.
+    pub rates: Option<credits::Rates>,
     pub status: u16,
     pub latency_ms: i64,
     /// What the hold decided for candidates after the first, if anything.
@@ -254,8 +254,8 @@ pub async fn settle(
     hold: PlacedHold,
     served: &Served<'_>,
 ) -> Option<(i64, i64)> {
-    let mut cost = match served.rates {
-        Some((input, output)) => credits::cost(served.usage, input, output),
+    let mut cost = match &served.rates {
+        Some(rates) => credits::cost_at(served.usage, rates),
         None => 0,
     };
     if cost > hold.held {

@@ -54,7 +54,16 @@ pub async fn authenticate(
     session: &Session,
     allow_session: bool,
 ) -> Result<Caller, GatewayError> {
-    let header = session.req_header().headers.get("authorization");
+    let headers = &session.req_header().headers;
+    // Anthropic's SDKs send the key as `x-api-key`; it is accepted everywhere a key is.
+    if let (None, Some(v)) = (headers.get("authorization"), headers.get("x-api-key")) {
+        let key = v.to_str().map_err(|_| {
+            GatewayError::new(ErrorKind::Authentication, "invalid or revoked API key")
+        })?;
+        let ledger = shared.ledger()?;
+        return Ok(Caller::Key(shared.keys.resolve(ledger, key.trim()).await?));
+    }
+    let header = headers.get("authorization");
     let Some(header) = header else {
         if allow_session {
             if let Some(sid) = session_cookie(session) {

@@ -3,12 +3,23 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use tollgate_filters::credits::Rates;
 use tollgate_filters::Usage;
 
 use crate::metering::{PlacedHold, Served};
 
+/// The wire format the client speaks, which decides the shape of every answer, errors too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// OpenAI's chat-completions API (and every other endpoint).
+    OpenAi,
+    /// Anthropic's Messages API (`/v1/messages`).
+    Anthropic,
+}
+
 pub struct RequestCtx {
     pub request_id: String,
+    pub wire: Wire,
     pub start: Instant,
     /// The route's label in metrics (`chat`, `models`, `api`, …).
     pub route: &'static str,
@@ -22,8 +33,8 @@ pub struct RequestCtx {
     /// Usage came from the tokenizer, not the upstream.
     pub usage_counted: bool,
     pub client_gone: bool,
-    /// Rates (µcr per 1K in, out) of the model used, for settlement.
-    pub rates: Option<(u64, u64)>,
+    /// Rates of the model used, for settlement.
+    pub rates: Option<Rates>,
     /// The credit hold, until settled.
     pub hold: Option<PlacedHold>,
     /// What the hold decided for candidates after the first (for the usage row), `; `-joined.
@@ -49,6 +60,7 @@ impl RequestCtx {
     pub fn new() -> RequestCtx {
         RequestCtx {
             request_id: new_request_id(),
+            wire: Wire::OpenAi,
             start: Instant::now(),
             route: "other",
             status: 0,

@@ -4,9 +4,9 @@
 use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
-use tollgate_filters::GatewayError;
+use tollgate_filters::{anthropic, GatewayError};
 
-use super::ctx::RequestCtx;
+use super::ctx::{RequestCtx, Wire};
 
 /// Headers added to a response beyond the defaults.
 pub type Extra<'a> = &'a [(&'static str, String)];
@@ -75,13 +75,12 @@ pub async fn error(session: &mut Session, ctx: &mut RequestCtx, err: &GatewayErr
         extra.push(("Retry-After", r.to_string()));
     }
     ctx.error = Some(err.message.clone());
-    send(
-        session,
-        ctx,
-        err.status(),
-        "application/json",
-        err.to_json(),
-        &extra,
-    )
-    .await;
+    let (status, body) = match ctx.wire {
+        Wire::OpenAi => (err.status(), err.to_json()),
+        Wire::Anthropic => (
+            anthropic::error::error_type(err).0,
+            anthropic::error::error_body(err),
+        ),
+    };
+    send(session, ctx, status, "application/json", body, &extra).await;
 }

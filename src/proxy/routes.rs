@@ -7,11 +7,11 @@ use pingora::proxy::Session;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::caller::{self, Caller};
-use super::ctx::RequestCtx;
+use super::ctx::{RequestCtx, Wire};
 use super::probes;
 use crate::chat::models::Listing;
 use crate::runtime::Shared;
-use crate::{accounts, admin, chat};
+use crate::{accounts, admin, chat, messages};
 
 /// Who may call a route; resolved before its handler runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +27,8 @@ enum Access {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Handler {
     Chat,
+    Messages,
+    CountTokens,
     Models,
     Pricing,
     Healthz,
@@ -74,6 +76,14 @@ use Access::{Admin, KeyOrSession, Open};
 
 const ROUTES: &[Route] = &[
     route("POST", "/v1/chat/completions", Open, Handler::Chat, "chat"),
+    route("POST", "/v1/messages", Open, Handler::Messages, "messages"),
+    route(
+        "POST",
+        "/v1/messages/count_tokens",
+        Open,
+        Handler::CountTokens,
+        "messages",
+    ),
     route("GET", "/v1/models", Open, Handler::Models, "models"),
     route(
         "GET",
@@ -214,6 +224,10 @@ pub async fn dispatch(
 ) -> Result<(), GatewayError> {
     let path = session.req_header().uri.path().to_owned();
     let method = session.req_header().method.as_str().to_owned();
+    if path.starts_with("/v1/messages") {
+        // Anthropic's clients read Anthropic's error shape, from the first refusal on.
+        ctx.wire = Wire::Anthropic;
+    }
     let (route, id) = match find(&method, &path) {
         Lookup::Found(route, id) => (route, id),
         miss => {
@@ -232,7 +246,8 @@ pub async fn dispatch(
         Admin => caller::admin(shared, session)?,
     };
     match route.handler {
-        Handler::Chat => chat::handle(shared, session, ctx).await,
+        Handler::Chat | Handler::Messages => chat::handle(shared, session, ctx).await,
+        Handler::CountTokens => messages::count_tokens(shared, session, ctx).await,
         Handler::Models => chat::models::handle(shared, session, ctx, Listing::Models).await,
         Handler::Pricing => chat::models::handle(shared, session, ctx, Listing::Pricing).await,
         Handler::Healthz => probes::healthz(session, ctx).await,

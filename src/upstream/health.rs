@@ -77,6 +77,12 @@ fn http_check(
             .insert_header(name, value)
             .map_err(|e| format!("provider {}: {e}", provider.name))?;
     }
+    for (name, value) in provider::fixed_headers(provider) {
+        check
+            .req
+            .insert_header(*name, *value)
+            .map_err(|e| format!("provider {}: {e}", provider.name))?;
+    }
     let t = Duration::from_millis(hc.timeout_ms);
     check.peer_template.options.connection_timeout = Some(t);
     check.peer_template.options.read_timeout = Some(t);

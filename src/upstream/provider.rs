@@ -1,15 +1,23 @@
 //! The provider seam: what each provider kind means on the wire. The forwarding loop and the
-//! health check ask here for the path, the auth header and the body format, so that a second
-//! kind (Anthropic's Messages API) is one more arm in each function.
+//! health check ask here for the path, the headers and the body format.
 
+use serde_json::{Map, Value};
+use tollgate_filters::anthropic::request::{
+    check_openai_translatable, openai_to_messages, passthrough_body,
+};
 use tollgate_filters::openai::request::{upstream_body, ChatRequest};
+use tollgate_filters::GatewayError;
 
 use crate::config::{EndpointUrl, Provider, ProviderKind};
+
+/// The Messages API version the translation is written against.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// The path of a chat request on this endpoint.
 pub fn chat_path(p: &Provider, endpoint: &EndpointUrl) -> String {
     match p.kind {
         ProviderKind::OpenAi => format!("{}/v1/chat/completions", endpoint.base_path),
+        ProviderKind::Anthropic => format!("{}/v1/messages", endpoint.base_path),
     }
 }
 
@@ -18,19 +26,41 @@ pub fn auth_header(p: &Provider) -> Option<(&'static str, String)> {
     let key = p.api_key.as_ref()?;
     match p.kind {
         ProviderKind::OpenAi => Some(("Authorization", format!("Bearer {key}"))),
+        ProviderKind::Anthropic => Some(("x-api-key", key.clone())),
+    }
+}
+
+/// Headers every request of this kind carries besides the key (health checks too).
+pub fn fixed_headers(p: &Provider) -> &'static [(&'static str, &'static str)] {
+    match p.kind {
+        ProviderKind::OpenAi => &[],
+        ProviderKind::Anthropic => &[("anthropic-version", ANTHROPIC_VERSION)],
     }
 }
 
 /// The request body for this provider: the client's request with the candidate's upstream
-/// model name and the `max_tokens` the hold allows.
+/// model name and the `max_tokens` the hold allows. `anthropic`: the body as an Anthropic
+/// client sent it (`/v1/messages`), passed to an Anthropic provider nearly as is, blocks the
+/// gateway does not interpret (`cache_control`, `thinking`) included; an OpenAI provider gets
+/// its OpenAI translation in `req`. `Err`: the request has no faithful translation for this
+/// kind (the forwarding loop skips the candidate).
 pub fn chat_body(
     p: &Provider,
     req: &ChatRequest,
+    anthropic: Option<&Map<String, Value>>,
     upstream_model: &str,
-    max_tokens: Option<u64>,
-) -> Vec<u8> {
-    match p.kind {
-        ProviderKind::OpenAi => upstream_body(req, upstream_model, max_tokens),
+    max_tokens: u64,
+) -> Result<Vec<u8>, GatewayError> {
+    match (p.kind, anthropic) {
+        (ProviderKind::OpenAi, Some(original)) => {
+            check_openai_translatable(original)?;
+            Ok(upstream_body(req, upstream_model, Some(max_tokens)))
+        }
+        (ProviderKind::OpenAi, None) => Ok(upstream_body(req, upstream_model, Some(max_tokens))),
+        (ProviderKind::Anthropic, Some(original)) => {
+            Ok(passthrough_body(original, upstream_model, max_tokens))
+        }
+        (ProviderKind::Anthropic, None) => openai_to_messages(req, upstream_model, max_tokens),
     }
 }
 
@@ -50,6 +80,16 @@ mod tests {
             eject_after_failures: 3,
             eject_for: Duration::from_secs(1),
         }
+    }
+
+    #[test]
+    fn anthropic_kind_paths_and_headers() {
+        let e = EndpointUrl::parse("https://api.anthropic.com").unwrap();
+        let mut p = provider(Some("sk-ant"));
+        p.kind = ProviderKind::Anthropic;
+        assert_eq!(chat_path(&p, &e), "/v1/messages");
+        assert_eq!(auth_header(&p), Some(("x-api-key", "sk-ant".to_string())));
+        assert_eq!(fixed_headers(&p), &[("anthropic-version", "2023-06-01")]);
     }
 
     #[test]

@@ -183,6 +183,10 @@ impl Gateway {
             .arg(&config_path)
             .env("TOLLGATE_LOG", opts.log.as_deref().unwrap_or("info"))
             .env("TOLLGATE_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env(
+                "TOLLGATE_TEST_ANTHROPIC_KEY",
+                crate::anthropic::FAKE_ANTHROPIC_KEY,
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()

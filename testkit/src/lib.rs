@@ -6,6 +6,8 @@
 //!   prefix, with a funded account; [`tollgate_bin!`] names the binary cargo built for the caller.
 //! - [`openai`]: [`FakeOpenAi`], an OpenAI-compatible provider that can fail every way a real
 //!   one does (one [`Mode`] away), built with [`FakeOpenAi::builder`].
+//! - [`anthropic`]: [`FakeAnthropic`], a Messages API provider with every stream event type,
+//!   parallel tool use, prompt-cache usage and Anthropic's failures ([`AnthropicMode`]).
 //! - [`redis`]: [`PrivateRedis`], a `redis-server` of a test's own, to kill and bring back.
 //! - [`http`]: a small HTTP/1.1 client that shows exactly what went over the wire.
 //! - [`services`]: which Postgres and Redis the run uses, and [`skip`] for a test that cannot
@@ -15,6 +17,7 @@
 //! `use tollgate_testkit::*;` brings all of it.
 #![forbid(unsafe_code)]
 
+pub mod anthropic;
 pub mod gateway;
 pub mod http;
 pub mod load;
@@ -22,6 +25,7 @@ pub mod openai;
 pub mod redis;
 pub mod services;
 
+pub use anthropic::{anthropic_provider, AnthropicMode, FakeAnthropic, FAKE_ANTHROPIC_KEY};
 pub use gateway::{
     free_port, micros, model, provider, temp_dir, unique_email, Gateway, Opts, ADMIN_TOKEN,
     FAST_TIMEOUTS,

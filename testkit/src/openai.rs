@@ -219,7 +219,7 @@ pub fn user(content: &str) -> Value {
     json!([{"role": "user", "content": content}])
 }
 
-async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Recorded> {
+pub(crate) async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Recorded> {
     loop {
         if let Some(end) = find(buf, b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&buf[..end]).to_string();
@@ -264,7 +264,11 @@ fn find(h: &[u8], n: &[u8]) -> Option<usize> {
     h.windows(n.len()).position(|w| w == n)
 }
 
-async fn write_json(sock: &mut TcpStream, status: u16, body: &[u8]) -> std::io::Result<()> {
+pub(crate) async fn write_json(
+    sock: &mut TcpStream,
+    status: u16,
+    body: &[u8],
+) -> std::io::Result<()> {
     let head = format!(
         "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
@@ -273,7 +277,7 @@ async fn write_json(sock: &mut TcpStream, status: u16, body: &[u8]) -> std::io::
     sock.write_all(body).await
 }
 
-async fn write_chunk(sock: &mut TcpStream, data: &[u8]) -> std::io::Result<()> {
+pub(crate) async fn write_chunk(sock: &mut TcpStream, data: &[u8]) -> std::io::Result<()> {
     let mut out = format!("{:x}\r\n", data.len()).into_bytes();
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
@@ -335,8 +339,14 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
             }
             _ => {}
         }
+        // Calls the first tool until the conversation carries a tool's result.
+        let answered = body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .is_some_and(|m| m["role"] == "tool");
         let tool = body["tools"][0]["function"]["name"]
             .as_str()
+            .filter(|_| !answered)
             .map(str::to_owned);
         if let (false, Some(tool)) = (stream, tool) {
             let reply = json!({

@@ -1,0 +1,174 @@
+//! Anthropic upstream, Anthropic client: every event is copied as it came, but for the model
+//! name in `message_start`, while the stream's output, finish and usage are noted for the
+//! relay. `message_stop` is held back and written by `close`, after the relay settled.
+
+use std::collections::BTreeSet;
+
+use serde_json::{json, Value};
+
+use super::events::{error_object, not_json, parse_event, UsageTrack};
+use super::{named_event, with_member};
+use crate::openai::stream::StreamStep;
+use crate::stream::StreamTranslator;
+use crate::{GatewayError, Usage};
+
+#[derive(Debug)]
+pub struct Passthrough {
+    /// The model as a JSON string, spliced into `message_start`.
+    model_json: String,
+    usage: UsageTrack,
+    delivered: String,
+    output: bool,
+    finished: bool,
+    /// Content blocks started and not stopped, to close them if the upstream did not.
+    open_blocks: BTreeSet<u64>,
+}
+
+impl Passthrough {
+    pub fn new(model: &str) -> Passthrough {
+        Passthrough {
+            model_json: Value::String(model.to_owned()).to_string(),
+            usage: UsageTrack::default(),
+            delivered: String::new(),
+            output: false,
+            finished: false,
+            open_blocks: BTreeSet::new(),
+        }
+    }
+
+    /// `message_start` with `message.model` replaced; the rest kept exactly.
+    fn message_start(&self, data: &str) -> Option<String> {
+        let message = super::member_text(data, "message")?;
+        let message = with_member(&message, "model", &self.model_json)?;
+        with_member(data, "message", &message)
+    }
+
+    fn note(&mut self, ty: &str, v: &Value) {
+        match ty {
+            "message_start" => self.usage.take(&v["message"]["usage"], false),
+            "content_block_start" => {
+                self.open_blocks.insert(v["index"].as_u64().unwrap_or(0));
+                let block = &v["content_block"];
+                match block["type"].as_str() {
+                    Some("text") => self.text(block["text"].as_str()),
+                    Some("tool_use" | "server_tool_use") => {
+                        self.output = true;
+                        self.text(block["name"].as_str());
+                    }
+                    Some("thinking" | "redacted_thinking") => self.output = true,
+                    _ => {}
+                }
+            }
+            "content_block_delta" => {
+                let d = &v["delta"];
+                match d["type"].as_str() {
+                    Some("text_delta") => self.text(d["text"].as_str()),
+                    Some("input_json_delta") => self.text(d["partial_json"].as_str()),
+                    Some("thinking_delta") => {
+                        // Thinking is billed as output, so it is counted when usage is missing.
+                        self.output = true;
+                        self.text(d["thinking"].as_str());
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                self.open_blocks.remove(&v["index"].as_u64().unwrap_or(0));
+            }
+            "message_delta" => {
+                self.usage.take(&v["usage"], true);
+                if !v["delta"]["stop_reason"].is_null() {
+                    self.finished = true;
+                    self.output = true;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn text(&mut self, text: Option<&str>) {
+        if let Some(t) = text.filter(|t| !t.is_empty()) {
+            self.output = true;
+            self.delivered.push_str(t);
+        }
+    }
+}
+
+/// `event: <name>` and the data, a `data:` line per line of it, so a multi-line data field
+/// the decoder joined is framed as the upstream framed it.
+fn reframe(name: &str, data: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() + name.len() + 16);
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.push(b'\n');
+    for line in data.split('\n') {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line.as_bytes());
+        out.push(b'\n');
+    }
+    out.push(b'\n');
+    out
+}
+
+impl StreamTranslator for Passthrough {
+    fn on_event(&mut self, event: Option<&str>, data: &str) -> StreamStep {
+        let Some((v, ty)) = parse_event(event, data) else {
+            return not_json();
+        };
+        self.note(&ty, &v);
+        let name = event.unwrap_or(&ty);
+        match ty.as_str() {
+            "message_stop" => StreamStep::Done,
+            "error" => StreamStep::UpstreamError(error_object(&v)),
+            "message_start" => match self.message_start(data) {
+                Some(d) => StreamStep::Emit(reframe(name, &d)),
+                None => not_json(),
+            },
+            _ => StreamStep::Emit(reframe(name, data)),
+        }
+    }
+
+    fn has_output(&self) -> bool {
+        self.output
+    }
+
+    fn finished(&self) -> bool {
+        self.finished
+    }
+
+    fn upstream_usage(&self) -> Option<Usage> {
+        self.usage.get()
+    }
+
+    fn delivered_text(&self) -> &str {
+        &self.delivered
+    }
+
+    fn close(&mut self, usage: Usage) -> Vec<u8> {
+        let mut out = Vec::new();
+        if !self.finished {
+            for index in std::mem::take(&mut self.open_blocks) {
+                let stop = json!({ "type": "content_block_stop", "index": index });
+                out.extend(named_event("content_block_stop", &stop));
+            }
+            self.finished = true;
+            out.extend(named_event(
+                "message_delta",
+                &json!({
+                    "type": "message_delta",
+                    "delta": { "stop_reason": "end_turn", "stop_sequence": null },
+                    "usage": { "output_tokens": usage.completion_tokens },
+                }),
+            ));
+        }
+        out.extend(named_event(
+            "message_stop",
+            &json!({ "type": "message_stop" }),
+        ));
+        out
+    }
+
+    fn error_event(&self, err: &GatewayError) -> Vec<u8> {
+        super::error::error_event(err)
+    }
+}

@@ -1,0 +1,265 @@
+//! The inbound Messages API: validation, the OpenAI mirror, passthrough and token counting.
+
+use serde_json::{json, Value};
+
+use super::request::{
+    check_openai_translatable, count_tokens_messages, parse_messages_request, passthrough_body,
+    MessagesRequest,
+};
+use crate::ErrorKind;
+
+fn parse(v: &Value) -> Result<MessagesRequest, crate::GatewayError> {
+    parse_messages_request(&serde_json::to_vec(v).unwrap())
+}
+
+fn base() -> Value {
+    json!({"model":"claude-sonnet-4-5","max_tokens":1024,
+        "messages":[{"role":"user","content":"Hello, Claude"}]})
+}
+
+fn chat_body(v: &Value) -> Value {
+    Value::Object(parse(v).unwrap().chat.body)
+}
+
+#[test]
+fn a_text_request_mirrors_into_openai_form() {
+    let mut v = base();
+    v["system"] = json!([{"type":"text","text":"You are terse."},
+        {"type":"text","text":"Answer in French.","cache_control":{"type":"ephemeral"}}]);
+    v["temperature"] = json!(0.5);
+    v["top_k"] = json!(40);
+    v["stop_sequences"] = json!(["\n\nHuman:"]);
+    v["metadata"] = json!({"user_id":"u-1"});
+    let raw = serde_json::to_vec(&v).unwrap();
+    let r = parse_messages_request(&raw).unwrap();
+    assert_eq!(r.chat.model, "claude-sonnet-4-5");
+    assert_eq!(r.chat.max_tokens, Some(1024));
+    assert!(!r.chat.stream && !r.chat.client_wants_usage);
+    assert_eq!(r.chat.raw_len, raw.len());
+    assert_eq!(Value::Object(r.original.clone()), v);
+    let b = Value::Object(r.chat.body);
+    assert_eq!(
+        b["messages"],
+        json!([{"role":"system","content":"You are terse.\n\nAnswer in French."},
+               {"role":"user","content":"Hello, Claude"}])
+    );
+    assert_eq!(b["stop"], json!(["\n\nHuman:"]));
+    assert_eq!(b["temperature"], 0.5);
+    assert_eq!(b["user"], "u-1");
+    assert!(b.get("top_k").is_none() && b.get("stream").is_none());
+}
+
+#[test]
+fn a_streamed_tool_conversation_mirrors_into_openai_form() {
+    let v = json!({
+    "model":"claude-sonnet-4-5","max_tokens":512,"stream":true,
+    "tools":[{"name":"get_weather","description":"Get the weather",
+              "input_schema":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}},
+             {"type":"web_search_20250305","name":"web_search","max_uses":5}],
+    "tool_choice":{"type":"any","disable_parallel_tool_use":true},
+    "messages":[
+        {"role":"user","content":[
+            {"type":"text","text":"Weather in SF? See:"},
+            {"type":"image","source":{"type":"base64","media_type":"image/jpeg","data":"/9j/4AAQ"}}]},
+        {"role":"assistant","content":[
+            {"type":"thinking","thinking":"call the tool","signature":"sig"},
+            {"type":"text","text":"Let me check."},
+            {"type":"tool_use","id":"toolu_01","name":"get_weather","input":{"location":"SF"}}]},
+        {"role":"user","content":[
+            {"type":"text","text":"Thanks"},
+            {"type":"tool_result","tool_use_id":"toolu_01","content":[{"type":"text","text":"15C"},{"type":"text","text":"foggy"}]}]}
+    ]});
+    let r = parse(&v).unwrap();
+    assert!(r.chat.stream);
+    assert!(
+        !r.chat.client_wants_usage,
+        "the usage chunk is the gateway's, not the client's"
+    );
+    let b = Value::Object(r.chat.body);
+    assert_eq!(b["stream_options"], json!({"include_usage":true}));
+    assert_eq!(
+        b["messages"],
+        json!([
+            {"role":"user","content":[
+                {"type":"text","text":"Weather in SF? See:"},
+                {"type":"image_url","image_url":{"url":"data:image/jpeg;base64,/9j/4AAQ"}}]},
+            {"role":"assistant","content":"Let me check.","tool_calls":[
+                {"id":"toolu_01","type":"function","function":{"name":"get_weather","arguments":"{\"location\":\"SF\"}"}}]},
+            {"role":"tool","tool_call_id":"toolu_01","content":"15C\n\nfoggy"},
+            {"role":"user","content":"Thanks"}
+        ])
+    );
+    assert_eq!(
+        b["tools"],
+        json!([{"type":"function","function":{"name":"get_weather","description":"Get the weather",
+            "parameters":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}}}])
+    );
+    assert_eq!(b["tool_choice"], "required");
+    assert_eq!(b["parallel_tool_calls"], false);
+    // The server tool cannot go to an OpenAI-compatible provider.
+    let e = check_openai_translatable(&r.original).unwrap_err();
+    assert!(e.message.starts_with("tools[1].type:"), "{}", e.message);
+}
+
+#[test]
+fn tool_choice_variants_mirror() {
+    for (choice, expected) in [
+        (json!({"type":"auto"}), json!("auto")),
+        (json!({"type":"none"}), json!("none")),
+        (
+            json!({"type":"tool","name":"f"}),
+            json!({"type":"function","function":{"name":"f"}}),
+        ),
+    ] {
+        let mut v = base();
+        v["tools"] = json!([{"name":"f","input_schema":{"type":"object"}}]);
+        v["tool_choice"] = choice;
+        let b = chat_body(&v);
+        assert_eq!(b["tool_choice"], expected);
+        assert!(b.get("parallel_tool_calls").is_none());
+    }
+}
+
+#[test]
+fn each_bad_input_is_refused_by_name() {
+    let bad = |edit: &dyn Fn(&mut Value), field: &str| {
+        let mut v = base();
+        edit(&mut v);
+        let e = parse(&v)
+            .err()
+            .unwrap_or_else(|| panic!("{field} accepted: {v}"));
+        assert_eq!(e.kind, ErrorKind::InvalidRequest);
+        assert!(
+            e.message.starts_with(&format!("{field}:")),
+            "{field}: {}",
+            e.message
+        );
+    };
+    for raw in [&b"{nope"[..], b"[1]"] {
+        let e = parse_messages_request(raw).unwrap_err();
+        assert!(e.message.starts_with("body:"), "{}", e.message);
+    }
+    let m = |content: Value| {
+        move |v: &mut Value| v["messages"] = json!([{"role":"user","content":content.clone()}])
+    };
+    bad(
+        &|v| {
+            v.as_object_mut().unwrap().remove("model");
+        },
+        "model",
+    );
+    bad(&|v| v["model"] = json!(""), "model");
+    bad(&|v| v["model"] = json!(7), "model");
+    bad(&|v| v["model"] = json!("m".repeat(257)), "model");
+    bad(
+        &|v| {
+            v.as_object_mut().unwrap().remove("max_tokens");
+        },
+        "max_tokens",
+    );
+    for n in [json!(0), json!(-1), json!(1.5), json!("10")] {
+        bad(&|v| v["max_tokens"] = n.clone(), "max_tokens");
+    }
+    bad(
+        &|v| {
+            v.as_object_mut().unwrap().remove("messages");
+        },
+        "messages",
+    );
+    bad(&|v| v["messages"] = json!({}), "messages");
+    bad(&|v| v["messages"] = json!([]), "messages");
+    bad(
+        &|v| v["messages"] = json!([{"role":"system","content":"x"}]),
+        "messages[0].role",
+    );
+    bad(
+        &|v| v["messages"] = json!([{"content":"x"}]),
+        "messages[0].role",
+    );
+    bad(&m(json!(5)), "messages[0].content");
+    bad(&m(json!([{"text":"no type"}])), "messages[0].content");
+    bad(&m(json!(["str"])), "messages[0].content");
+    bad(
+        &m(json!([{"type":"text","text":5}])),
+        "messages[0].content[0].text",
+    );
+    bad(
+        &m(json!([{"type":"text","text":"ok"},{"type":"image"}])),
+        "messages[0].content[1].source",
+    );
+    bad(
+        &m(json!([{"type":"tool_use","name":"f","input":{}}])),
+        "messages[0].content[0].id",
+    );
+    bad(
+        &m(json!([{"type":"tool_use","id":"t","input":{}}])),
+        "messages[0].content[0].name",
+    );
+    bad(
+        &m(json!([{"type":"tool_result","content":"x"}])),
+        "messages[0].content[0].tool_use_id",
+    );
+    bad(&|v| v["system"] = json!(5), "system");
+    bad(
+        &|v| v["system"] = json!([{"type":"image","source":{}}]),
+        "system",
+    );
+    bad(&|v| v["stream"] = json!("yes"), "stream");
+    bad(&|v| v["temperature"] = json!(1.5), "temperature");
+    bad(&|v| v["temperature"] = json!("warm"), "temperature");
+    bad(&|v| v["tools"] = json!({}), "tools");
+    bad(
+        &|v| v["tools"] = json!([{"description":"no name"}]),
+        "tools[0].name",
+    );
+    bad(&|v| v["stop_sequences"] = json!("END"), "stop_sequences");
+    bad(
+        &|v| v["tool_choice"] = json!({"type":"sometimes"}),
+        "tool_choice",
+    );
+}
+
+#[test]
+fn passthrough_body_keeps_what_anthropic_understands() {
+    let v = json!({"model":"alias","max_tokens":4096,"top_k":5,
+        "thinking":{"type":"enabled","budget_tokens":2048},
+        "system":[{"type":"text","text":"big doc","cache_control":{"type":"ephemeral","ttl":"1h"}}],
+        "messages":[{"role":"user","content":[
+            {"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"}},
+            {"type":"text","text":"Summarize","cache_control":{"type":"ephemeral"}}]}]});
+    let r = parse(&v).unwrap();
+    let out: Value =
+        serde_json::from_slice(&passthrough_body(&r.original, "claude-up-1", 1000)).unwrap();
+    let mut expected = v.clone();
+    expected["model"] = json!("claude-up-1");
+    expected["max_tokens"] = json!(1000);
+    assert_eq!(out, expected);
+    // The document block has no OpenAI form.
+    let e = check_openai_translatable(&r.original).unwrap_err();
+    assert!(
+        e.message.starts_with("messages[0].content[0].type:"),
+        "{}",
+        e.message
+    );
+    assert!(check_openai_translatable(&parse(&base()).unwrap().original).is_ok());
+}
+
+#[test]
+fn count_tokens_messages_needs_no_max_tokens() {
+    let v = json!({"model":"claude-sonnet-4-5","system":"Be nice.",
+        "tools":[{"name":"f","input_schema":{"type":"object"}}],
+        "messages":[{"role":"user","content":"Hello"}]});
+    let msgs = count_tokens_messages(&serde_json::to_vec(&v).unwrap()).unwrap();
+    let list = msgs.as_array().unwrap();
+    assert_eq!(list.len(), 3);
+    assert_eq!(list[0], json!({"role":"system","content":"Be nice."}));
+    assert_eq!(list[1], json!({"role":"user","content":"Hello"}));
+    assert_eq!(list[2]["role"], "system");
+    assert!(list[2]["content"]
+        .as_str()
+        .unwrap()
+        .contains("input_schema"));
+    assert!(crate::tokens::count_prompt(&msgs) > 0);
+    let e = count_tokens_messages(br#"{"model":"m","messages":[]}"#).unwrap_err();
+    assert!(e.message.starts_with("messages:"));
+}

@@ -1,0 +1,61 @@
+//! Anthropic's Messages API in front. `POST /v1/messages` is the chat pipeline itself with
+//! `ctx.wire = Anthropic` (set by the route table; see `chat`): the request is validated as
+//! Anthropic validates it, routed, held, failed over and settled like any chat request, and
+//! every answer, errors included, is in Anthropic's shape. Here is what only the Messages API
+//! has: `POST /v1/messages/count_tokens`, answered by the gateway's own tokenizer.
+
+use pingora::proxy::Session;
+use serde_json::json;
+use tollgate_filters::anthropic::request::count_tokens_messages;
+use tollgate_filters::route::Target;
+use tollgate_filters::{tokens, ErrorKind, GatewayError};
+
+use crate::chat::tokenize::off_thread;
+use crate::proxy::body;
+use crate::proxy::caller::{self, Caller};
+use crate::proxy::ctx::RequestCtx;
+use crate::proxy::respond;
+use crate::runtime::Shared;
+
+/// `{"input_tokens": n}`: the prompt (system, messages and tools) counted with o200k_base,
+/// the tokenizer the gateway meters with when a provider reports no usage. Anthropic's own
+/// tokenizer differs; the number is an estimate of the same order (README). Counted against
+/// the caller's rate limit like any request, free of credits.
+pub async fn count_tokens(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<(), GatewayError> {
+    let caller = caller::authenticate(shared, session, false).await?;
+    caller::admit(shared, session, ctx, &caller).await?;
+    let rt = shared.runtime.load_full();
+    let raw = body::read(
+        session,
+        rt.config.server.max_body_bytes,
+        rt.config.timeouts.request_body,
+    )
+    .await?;
+    let messages = count_tokens_messages(&raw)?;
+    // The model must be one the caller may use, as for the request it is counting.
+    let model = serde_json::from_slice::<serde_json::Value>(&raw)
+        .ok()
+        .and_then(|v| v["model"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let resolution = rt
+        .config
+        .catalog
+        .resolve(&model, crate::clock::now_secs())?;
+    if let (Caller::Guest, Target::Model(i)) = (&caller, resolution.target) {
+        if !rt.config.catalog.model(i).guest {
+            return Err(GatewayError::new(
+                ErrorKind::Authentication,
+                format!("model `{model}` needs an API key: send x-api-key: <API key>"),
+            ));
+        }
+    }
+    let n = off_thread(shared, move || tokens::count_prompt(&messages))
+        .await
+        .ok_or_else(|| GatewayError::internal("the token count failed"))?;
+    respond::json(session, ctx, 200, &json!({"input_tokens": n}), &[]).await;
+    Ok(())
+}

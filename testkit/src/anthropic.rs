@@ -1,0 +1,253 @@
+//! A fake Anthropic Messages API provider, with the shapes of the public API reference: a text
+//! message, two parallel `tool_use` blocks, prompt-cache usage, every stream event type
+//! (`message_start`, `content_block_*`, `ping`, `message_delta`, `message_stop`), and the ways
+//! it fails (an error status, 529 overloaded, an `overloaded_error` event first, death
+//! mid-stream).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::openai::{read_request, write_chunk, write_json, Recorded};
+
+/// The key the gateway's test environment gives [`anthropic_provider`]s.
+pub const FAKE_ANTHROPIC_KEY: &str = "sk-ant-fake-0123";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnthropicMode {
+    /// A text reply, `end_turn`.
+    Ok,
+    /// Two parallel `tool_use` blocks (`get_weather` for Paris and for Tokyo) while the last
+    /// user message carries no `tool_result`; a text reply once it does.
+    Tools,
+    /// Report these prompt-cache counts (cache writes, cache reads) besides `input_tokens`.
+    Cache(u64, u64),
+    /// Answer this status with Anthropic's error shape (529 is `overloaded_error`).
+    Status(u16),
+    /// Streams: a 200 and an `error` event (`overloaded_error`) before anything else; JSON: 529.
+    OverloadedEvent,
+    /// Streams: die after this many text deltas.
+    DieAfter(usize),
+}
+
+struct State {
+    mode: Mutex<AnthropicMode>,
+    requests: Mutex<Vec<Recorded>>,
+    words: Vec<String>,
+}
+
+/// A running fake Anthropic provider; it serves until the test's runtime ends.
+#[derive(Clone)]
+pub struct FakeAnthropic {
+    pub addr: SocketAddr,
+    state: Arc<State>,
+}
+
+impl FakeAnthropic {
+    /// `input_tokens` the fake reports (besides any cache counts).
+    pub const INPUT_TOKENS: u64 = 13;
+
+    pub async fn start(name: &str) -> FakeAnthropic {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
+        let addr = listener.local_addr().expect("addr");
+        let state = Arc::new(State {
+            mode: Mutex::new(AnthropicMode::Ok),
+            requests: Mutex::new(Vec::new()),
+            words: format!("Claude {name} says hello , nice day")
+                .split(' ')
+                .map(|w| format!("{w} "))
+                .collect(),
+        });
+        let st = state.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                let _ = sock.set_nodelay(true);
+                let st = st.clone();
+                tokio::spawn(async move {
+                    let _ = serve(sock, st).await;
+                });
+            }
+        });
+        FakeAnthropic { addr, state }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn set_mode(&self, m: AnthropicMode) {
+        *self.state.mode.lock().unwrap() = m;
+    }
+
+    /// Messages requests received (health checks excluded).
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.state.requests.lock().unwrap().clone()
+    }
+
+    pub fn count(&self) -> usize {
+        self.state.requests.lock().unwrap().len()
+    }
+
+    /// The text reply, whole.
+    pub fn reply_text(&self) -> String {
+        self.state.words.concat()
+    }
+
+    /// Output tokens of the text reply (one per word).
+    pub fn reply_words(&self) -> u64 {
+        self.state.words.len() as u64
+    }
+}
+
+/// A `[[providers]]` block of kind `anthropic` over these fakes, with a key.
+pub fn anthropic_provider(name: &str, fakes: &[&FakeAnthropic], extra: &str) -> String {
+    let eps: Vec<String> = fakes.iter().map(|f| format!("\"{}\"", f.url())).collect();
+    format!(
+        "[[providers]]\nname = \"{name}\"\nkind = \"anthropic\"\nendpoints = [{}]\napi_key_env = \"TOLLGATE_TEST_ANTHROPIC_KEY\"\n{extra}\n",
+        eps.join(", ")
+    )
+}
+
+fn sse(name: &str, data: Value) -> Vec<u8> {
+    format!("event: {name}\ndata: {data}\n\n").into_bytes()
+}
+
+fn wants_tools(body: &Value) -> bool {
+    let has_tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
+    let last = body["messages"].as_array().and_then(|m| m.last());
+    let answered = last
+        .and_then(|m| m["content"].as_array())
+        .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"));
+    has_tools && !answered
+}
+
+async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    while let Some(req) = read_request(&mut sock, &mut buf).await {
+        if req.method == "GET" {
+            write_json(&mut sock, 200, b"{\"data\":[]}").await?;
+            continue;
+        }
+        let body = req.json();
+        st.requests.lock().unwrap().push(req);
+        let mode = st.mode.lock().unwrap().clone();
+        let stream = body["stream"].as_bool().unwrap_or(false);
+        let model = body["model"].as_str().unwrap_or("?").to_string();
+        let limit = body["max_tokens"].as_u64().unwrap_or(u64::MAX) as usize;
+        let words: Vec<String> = st.words.iter().take(limit).cloned().collect();
+        let (cache_write, cache_read) = match mode {
+            AnthropicMode::Cache(w, r) => (w, r),
+            _ => (0, 0),
+        };
+        let status = match mode {
+            AnthropicMode::Status(s) => Some(s),
+            AnthropicMode::OverloadedEvent if !stream => Some(529),
+            _ => None,
+        };
+        if let Some(s) = status {
+            let ty = match s {
+                400 => "invalid_request_error",
+                401 => "authentication_error",
+                429 => "rate_limit_error",
+                529 => "overloaded_error",
+                _ => "api_error",
+            };
+            let b = json!({"type":"error","error":{"type": ty, "message": format!("fake anthropic says {s}")}});
+            write_json(&mut sock, s, b.to_string().as_bytes()).await?;
+            continue;
+        }
+        let tools = mode == AnthropicMode::Tools && wants_tools(&body);
+        let output = if tools { 40 } else { words.len() as u64 };
+        let usage = json!({"input_tokens": FakeAnthropic::INPUT_TOKENS, "output_tokens": output,
+            "cache_creation_input_tokens": cache_write, "cache_read_input_tokens": cache_read});
+        let stop = if tools {
+            "tool_use"
+        } else if words.len() < st.words.len() {
+            "max_tokens"
+        } else {
+            "end_turn"
+        };
+        let tool_blocks = [("toolu_01", "Paris"), ("toolu_02", "Tokyo")];
+        if !stream {
+            let mut content = vec![
+                json!({"type":"text","text": if tools { "Let me check both.".to_string() } else { words.concat() }}),
+            ];
+            if tools {
+                for (id, city) in tool_blocks {
+                    content.push(json!({"type":"tool_use","id": id,"name":"get_weather","input":{"city": city}}));
+                }
+            }
+            let reply = json!({"id":"msg_fake","type":"message","role":"assistant","model": model,
+                "content": content, "stop_reason": stop, "stop_sequence": null, "usage": usage});
+            write_json(&mut sock, 200, reply.to_string().as_bytes()).await?;
+            continue;
+        }
+        sock.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .await?;
+        if mode == AnthropicMode::OverloadedEvent {
+            let e =
+                json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}});
+            write_chunk(&mut sock, &sse("error", e)).await?;
+            sock.write_all(b"0\r\n\r\n").await?;
+            continue;
+        }
+        let mut start_usage = usage.clone();
+        start_usage["output_tokens"] = json!(1);
+        let start = json!({"type":"message_start","message":{"id":"msg_fake","type":"message","role":"assistant",
+            "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": start_usage}});
+        write_chunk(&mut sock, &sse("message_start", start)).await?;
+        write_chunk(&mut sock, &sse("content_block_start", json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}))).await?;
+        write_chunk(&mut sock, &sse("ping", json!({"type":"ping"}))).await?;
+        let text: Vec<String> = if tools {
+            vec!["Let me check both.".into()]
+        } else {
+            words.clone()
+        };
+        for (i, w) in text.iter().enumerate() {
+            if mode == AnthropicMode::DieAfter(i) {
+                return Ok(());
+            }
+            let d = json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text": w}});
+            write_chunk(&mut sock, &sse("content_block_delta", d)).await?;
+        }
+        write_chunk(
+            &mut sock,
+            &sse(
+                "content_block_stop",
+                json!({"type":"content_block_stop","index":0}),
+            ),
+        )
+        .await?;
+        if tools {
+            for (k, (id, city)) in tool_blocks.iter().enumerate() {
+                let index = k + 1;
+                let start = json!({"type":"content_block_start","index": index,"content_block":{"type":"tool_use","id": id,"name":"get_weather","input":{}}});
+                write_chunk(&mut sock, &sse("content_block_start", start)).await?;
+                for part in ["{\"city\": ", &format!("\"{city}\"}}")] {
+                    let d = json!({"type":"content_block_delta","index": index,"delta":{"type":"input_json_delta","partial_json": part}});
+                    write_chunk(&mut sock, &sse("content_block_delta", d)).await?;
+                }
+                write_chunk(
+                    &mut sock,
+                    &sse(
+                        "content_block_stop",
+                        json!({"type":"content_block_stop","index": index}),
+                    ),
+                )
+                .await?;
+            }
+        }
+        let delta = json!({"type":"message_delta","delta":{"stop_reason": stop,"stop_sequence": null},"usage":{"output_tokens": output}});
+        write_chunk(&mut sock, &sse("message_delta", delta)).await?;
+        write_chunk(
+            &mut sock,
+            &sse("message_stop", json!({"type":"message_stop"})),
+        )
+        .await?;
+        sock.write_all(b"0\r\n\r\n").await?;
+    }
+    Ok(())
+}
