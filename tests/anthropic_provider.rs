@@ -386,3 +386,28 @@ async fn what_the_messages_api_cannot_carry_is_refused_before_any_hold() {
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+#[tokio::test]
+async fn a_later_claude_candidate_that_cannot_take_the_request_is_skipped() {
+    let (a, o) = (
+        FakeAnthropic::start("a").await,
+        FakeOpenAi::start("o").await,
+    );
+    let gw = gateway(&a, &o, false).await;
+    o.set_mode(Mode::Status(500));
+    let before = gw.balance(&gw.key).await;
+    // n = 2 is fine for the OpenAI-compatible first candidate; Claude cannot do it.
+    let v = gw
+        .chat(json!({"model":"gpt-x-2025-01-01","n":2,"messages":user("hi")}))
+        .await
+        .error(502, "upstream_error");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("claude-x-2025-01-01"),
+        "{v}"
+    );
+    assert_eq!(a.count(), 0);
+    assert_eq!(gw.balance(&gw.key).await, before);
+}

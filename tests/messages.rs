@@ -61,7 +61,7 @@ async fn to_an_anthropic_provider_the_request_passes_through_and_is_charged() {
     );
     let gw = Gateway::start(tollgate_bin!(), &config(&a, &o)).await;
     let before = gw.balance(&gw.key).await;
-    let body = json!({"model":"claude-x-2025-01-01","max_tokens":500,"top_k":5,
+    let body = json!({"model":"claude-x-2025-01-01","max_tokens":1500,"top_k":5,
         "thinking":{"type":"enabled","budget_tokens":1024},
         "system":[{"type":"text","text":"You are terse.","cache_control":{"type":"ephemeral"}}],
         "messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]});
@@ -394,4 +394,58 @@ async fn count_tokens_answers_from_the_tokenizer() {
         "invalid_request_error",
     );
     assert_eq!(a.count() + o.chat_count(), 0);
+}
+
+#[tokio::test]
+async fn an_anthropic_client_fails_over_across_kinds_both_ways() {
+    let (a, o) = (
+        FakeAnthropic::start("a").await,
+        FakeOpenAi::start("o").await,
+    );
+    let tier = |first: &str, second: &str| {
+        format!(
+            "{FAST_TIMEOUTS}{}{}{first}{second}",
+            anthropic_provider("anth", &[&a], ""),
+            provider("oai", &[&o], ""),
+        )
+    };
+    let claude = "[[models]]\nid = \"claude-x-2025-01-01\"\nprovider = \"anth\"\ntier = \"powerful\"\ninput_credits_per_1k = 3\noutput_credits_per_1k = 15\n\n";
+    let gpt = "[[models]]\nid = \"gpt-p-2025-01-01\"\nprovider = \"oai\"\ntier = \"powerful\"\ninput_credits_per_1k = 1\noutput_credits_per_1k = 2\n\n";
+    let gw = Gateway::start(tollgate_bin!(), &tier(claude, gpt)).await;
+    a.set_mode(AnthropicMode::OverloadedEvent);
+    for stream in [false, true] {
+        let before = gw.balance(&gw.key).await;
+        let body = json!({"model":"claude-x-2025-01-01","max_tokens":50,"stream":stream,"messages":[{"role":"user","content":"hi"}]});
+        let r = messages(&gw, &body, Some(&gw.key)).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let model = if stream {
+            events(&r.text())[0].1["message"]["model"].clone()
+        } else {
+            r.json()["model"].clone()
+        };
+        assert_eq!(model, "gpt-p-2025-01-01", "stream {stream}");
+        let row = gw.usage(&gw.key).await["recent"][0].clone();
+        assert_eq!(row["model_used"], "gpt-p-2025-01-01");
+        let (p, c) = (
+            row["prompt_tokens"].as_i64().unwrap(),
+            row["completion_tokens"].as_i64().unwrap(),
+        );
+        assert_eq!(
+            before - gw.balance(&gw.key).await,
+            p * 1_000 + c * 2_000,
+            "at the sibling's rates"
+        );
+    }
+    // The other way: the OpenAI-compatible model fails, Claude serves the Anthropic client.
+    let gw = Gateway::start(tollgate_bin!(), &tier(gpt, claude)).await;
+    a.set_mode(AnthropicMode::Ok);
+    o.set_mode(Mode::Status(500));
+    let before = gw.balance(&gw.key).await;
+    let body = json!({"model":"gpt-p-2025-01-01","max_tokens":50,"messages":[{"role":"user","content":"hi"}]});
+    let r = messages(&gw, &body, Some(&gw.key)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["model"], "claude-x-2025-01-01");
+    let words = a.reply_words() as i64;
+    let cost = FakeAnthropic::INPUT_TOKENS as i64 * 3_000 + words * 15_000;
+    assert_eq!(before - gw.balance(&gw.key).await, cost);
 }

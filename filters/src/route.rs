@@ -63,6 +63,16 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
+    /// The highest rate a prompt token may cost (input, cache write or cache read): what the
+    /// hold sizes the prompt at, so a cached prompt never costs more than was held.
+    pub fn prompt_rate_bound(&self) -> u64 {
+        let cache = self
+            .cache_write_micros_per_1k
+            .unwrap_or(0)
+            .max(self.cache_read_micros_per_1k.unwrap_or(0));
+        self.input_micros_per_1k.max(cache)
+    }
+
     pub fn rates(&self) -> crate::credits::Rates {
         crate::credits::Rates {
             input: self.input_micros_per_1k,

@@ -87,7 +87,7 @@ impl Budget {
             self.prompt_tokens,
             requested,
             self.choices,
-            model.input_micros_per_1k,
+            model.prompt_rate_bound(),
             model.output_micros_per_1k,
         )
         .wanted
@@ -101,7 +101,7 @@ impl Budget {
             self.prompt_tokens,
             requested,
             self.choices,
-            model.input_micros_per_1k,
+            model.prompt_rate_bound(),
             model.output_micros_per_1k,
         );
         let t = size.affordable_tokens(self.held, requested);
@@ -151,7 +151,7 @@ pub async fn hold(
         prompt,
         max_tokens,
         req.choices,
-        first.input_micros_per_1k,
+        first.prompt_rate_bound(),
         first.output_micros_per_1k,
     );
     let placed = |held: i64, lease: Option<Arc<str>>, balance: i64, at: &str| {

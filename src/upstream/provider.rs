@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 use tollgate_filters::anthropic::request::{
-    check_openai_translatable, openai_to_messages, passthrough_body,
+    check_openai_translatable, check_translatable, openai_to_messages, passthrough_body,
 };
 use tollgate_filters::openai::request::{upstream_body, ChatRequest};
 use tollgate_filters::GatewayError;
@@ -58,9 +58,24 @@ pub fn chat_body(
         }
         (ProviderKind::OpenAi, None) => Ok(upstream_body(req, upstream_model, Some(max_tokens))),
         (ProviderKind::Anthropic, Some(original)) => {
+            // Extended thinking needs max_tokens above its budget; a hold that lowered it
+            // that far cannot buy this request from this model.
+            let budget = original
+                .get("thinking")
+                .and_then(|t| t.get("budget_tokens"))
+                .and_then(Value::as_u64);
+            if budget.is_some_and(|b| b >= max_tokens) {
+                return Err(GatewayError::invalid(
+                    "max_tokens: the credit hold cannot pay for the thinking budget",
+                ));
+            }
             Ok(passthrough_body(original, upstream_model, max_tokens))
         }
-        (ProviderKind::Anthropic, None) => openai_to_messages(req, upstream_model, max_tokens),
+        (ProviderKind::Anthropic, None) => {
+            // The first candidate was checked before the hold; a later one is checked here.
+            check_translatable(req)?;
+            openai_to_messages(req, upstream_model, max_tokens)
+        }
     }
 }
 

@@ -165,8 +165,15 @@ pub fn completion_to_message(
     out.insert("type".into(), "message".into());
     out.insert("role".into(), "assistant".into());
     out.insert("model".into(), model.into());
+    // Servers that answer tool calls with "stop" (vLLM, Ollama…) would have an agent loop
+    // end without running the tools: a reply that calls tools stopped for them.
+    let calls_tools = content.iter().any(|b| b["type"] == "tool_use");
     out.insert("content".into(), Value::Array(content));
-    out.insert("stop_reason".into(), finish_to_stop_reason(finish).into());
+    let stop = match finish_to_stop_reason(finish) {
+        "end_turn" if calls_tools => "tool_use",
+        s => s,
+    };
+    out.insert("stop_reason".into(), stop.into());
     out.insert("stop_sequence".into(), Value::Null);
     out.insert(
         "usage".into(),

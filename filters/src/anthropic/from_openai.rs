@@ -171,7 +171,11 @@ impl StreamTranslator for FromOpenAi {
             }
             if let Some(finish) = c["finish_reason"].as_str() {
                 self.stop_open(&mut out);
-                self.stop_reason = Some(finish_to_stop_reason(finish));
+                // A stream that called tools stopped for them, whatever "stop" the server said.
+                self.stop_reason = Some(match finish_to_stop_reason(finish) {
+                    "end_turn" if !self.tools.is_empty() => "tool_use",
+                    s => s,
+                });
                 self.finished = true;
                 self.output = true;
             }

@@ -61,7 +61,8 @@ pub fn passthrough_body(
 /// as one more system message holding their JSON text.
 pub fn count_tokens_messages(raw: &[u8]) -> Result<Value, GatewayError> {
     let mut original = parse_object(raw)?;
-    original.entry("max_tokens").or_insert(1.into());
+    // Counting has no output: any max_tokens passes (also above a thinking budget).
+    original.insert("max_tokens".into(), u64::from(u32::MAX).into());
     validate(&original)?;
     let mut messages = openai_messages(&original);
     if let Some(tools) = original.get("tools").filter(|t| !t.is_null()) {
@@ -132,6 +133,16 @@ fn validate(b: &Map<String, Value>) -> Result<(), GatewayError> {
         None | Some(Value::Null) => {}
         Some(Value::Array(tools)) => {
             for (i, t) in tools.iter().enumerate() {
+                // Server tools (web search, code execution…) are billed by Anthropic per use,
+                // which the gateway does not meter: not offered rather than given away.
+                if !matches!(t.get("type"), None | Some(Value::Null))
+                    && t.get("type").and_then(Value::as_str) != Some("custom")
+                {
+                    return Err(bad(
+                        &format!("tools[{i}].type"),
+                        "server tools are not offered through the gateway; define the tool yourself",
+                    ));
+                }
                 if !t.get("name").is_some_and(Value::is_string) {
                     return Err(bad(&format!("tools[{i}].name"), "must be a string"));
                 }
@@ -144,6 +155,29 @@ fn validate(b: &Map<String, Value>) -> Result<(), GatewayError> {
             }
         }
         Some(_) => return Err(bad("tools", "must be an array")),
+    }
+    let budget = b.get("thinking").and_then(|t| t.get("budget_tokens"));
+    if let (Some(budget), Some(max)) = (budget, b.get("max_tokens").and_then(Value::as_u64)) {
+        if !budget.as_u64().is_some_and(|n| n < max) {
+            return Err(bad(
+                "thinking.budget_tokens",
+                "must be an integer below max_tokens",
+            ));
+        }
+    }
+    for field in ["mcp_servers", "container"] {
+        if b.get(field).is_some_and(|v| !v.is_null()) {
+            return Err(bad(
+                field,
+                "not offered through the gateway (billed by Anthropic per use, not metered here)",
+            ));
+        }
+    }
+    if let Some(path) = long_cache_ttl(&Value::Object(b.clone()), "body") {
+        return Err(bad(
+            &path,
+            "only the default 5-minute cache is offered (cache writes are billed at one rate)",
+        ));
     }
     match b.get("tool_choice") {
         None | Some(Value::Null) => {}
@@ -159,6 +193,27 @@ fn validate(b: &Map<String, Value>) -> Result<(), GatewayError> {
         },
     }
     Ok(())
+}
+
+/// Where a `cache_control` asks for a TTL other than 5 minutes, if anywhere (a 1-hour cache
+/// write costs more than the one cache-write rate a model has).
+fn long_cache_ttl(v: &Value, at: &str) -> Option<String> {
+    match v {
+        Value::Object(o) => {
+            if let Some(ttl) = o.get("cache_control").and_then(|c| c.get("ttl")) {
+                if ttl.as_str() != Some("5m") {
+                    return Some(format!("{at}.cache_control.ttl"));
+                }
+            }
+            o.iter()
+                .find_map(|(k, v)| long_cache_ttl(v, &format!("{at}.{k}")))
+        }
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| long_cache_ttl(v, &format!("{at}[{i}]"))),
+        _ => None,
+    }
 }
 
 fn check_message(i: usize, m: &Value) -> Result<(), GatewayError> {

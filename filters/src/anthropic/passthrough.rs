@@ -55,7 +55,9 @@ impl Passthrough {
                         self.output = true;
                         self.text(block["name"].as_str());
                     }
-                    Some("thinking" | "redacted_thinking") => self.output = true,
+                    // An empty thinking block is not output yet (its deltas are); a redacted
+                    // one arrives whole.
+                    Some("redacted_thinking") => self.output = true,
                     _ => {}
                 }
             }
@@ -66,8 +68,9 @@ impl Passthrough {
                     Some("input_json_delta") => self.text(d["partial_json"].as_str()),
                     Some("thinking_delta") => {
                         // Thinking is billed as output, so it is counted when usage is missing.
-                        self.output = true;
-                        self.text(d["thinking"].as_str());
+                        let t = d["thinking"].as_str();
+                        self.output |= t.is_some_and(|t| !t.is_empty());
+                        self.text(t);
                     }
                     _ => {}
                 }

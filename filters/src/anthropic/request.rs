@@ -44,6 +44,10 @@ const NO_EQUIVALENT: &[&str] = &[
     // The legacy form of tools: dropping them would answer without the functions offered.
     "functions",
     "function_call",
+    // Reasoning and search options of OpenAI's own models; dropping them would answer as if
+    // they had not been asked for.
+    "reasoning_effort",
+    "web_search_options",
 ];
 
 /// Whether a (non-null) value of `field` asks for something: the neutral values are the
@@ -70,6 +74,12 @@ pub fn check_translatable(req: &ChatRequest) -> Result<(), GatewayError> {
                 return Err(no_equivalent(field));
             }
         }
+    }
+    let tools = req.body.get("tools").and_then(Value::as_array);
+    if let Some(i) = tools.and_then(|t| t.iter().position(|t| t["type"] != "function")) {
+        return Err(GatewayError::invalid(format!(
+            "tools[{i}].type: only function tools have an equivalent in the Anthropic Messages API"
+        )));
     }
     Ok(())
 }
@@ -148,8 +158,12 @@ pub fn openai_to_messages(
         // OpenAI's range is 0–2, Anthropic's 0–1: clamp so requests valid for OpenAI still work.
         out.insert("temperature".into(), json!(t.min(1.0)));
     }
+    // Recent Claude models refuse temperature and top_p together: temperature wins, and a
+    // neutral top_p of 1 (which OpenAI clients often send) is simply left out.
     if let Some(p) = b.get("top_p").filter(|p| p.is_number()) {
-        out.insert("top_p".into(), p.clone());
+        if !out.contains_key("temperature") && p.as_f64() != Some(1.0) {
+            out.insert("top_p".into(), p.clone());
+        }
     }
     if let Some(s) = b.get("stream").filter(|s| s.is_boolean()) {
         out.insert("stream".into(), s.clone());

@@ -166,3 +166,16 @@ fn completion_to_message_counts_without_usage() {
         assert!(completion_to_message(bad, "m", |_| Usage::default()).is_err());
     }
 }
+
+#[test]
+fn tool_calls_answered_with_stop_still_stop_for_the_tools() {
+    // vLLM and Ollama send tool calls with finish_reason "stop".
+    let completion = json!({"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}});
+    let raw = serde_json::to_vec(&completion).unwrap();
+    let (out, _, _) = completion_to_message(&raw, "ours", |_| Usage::default()).unwrap();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["stop_reason"], "tool_use");
+}

@@ -54,8 +54,7 @@ fn a_streamed_tool_conversation_mirrors_into_openai_form() {
     let v = json!({
     "model":"claude-sonnet-4-5","max_tokens":512,"stream":true,
     "tools":[{"name":"get_weather","description":"Get the weather",
-              "input_schema":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}},
-             {"type":"web_search_20250305","name":"web_search","max_uses":5}],
+              "input_schema":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}}],
     "tool_choice":{"type":"any","disable_parallel_tool_use":true},
     "messages":[
         {"role":"user","content":[
@@ -96,9 +95,7 @@ fn a_streamed_tool_conversation_mirrors_into_openai_form() {
     );
     assert_eq!(b["tool_choice"], "required");
     assert_eq!(b["parallel_tool_calls"], false);
-    // The server tool cannot go to an OpenAI-compatible provider.
-    let e = check_openai_translatable(&r.original).unwrap_err();
-    assert!(e.message.starts_with("tools[1].type:"), "{}", e.message);
+    assert!(check_openai_translatable(&r.original).is_ok());
 }
 
 #[test]
@@ -223,7 +220,7 @@ fn each_bad_input_is_refused_by_name() {
 fn passthrough_body_keeps_what_anthropic_understands() {
     let v = json!({"model":"alias","max_tokens":4096,"top_k":5,
         "thinking":{"type":"enabled","budget_tokens":2048},
-        "system":[{"type":"text","text":"big doc","cache_control":{"type":"ephemeral","ttl":"1h"}}],
+        "system":[{"type":"text","text":"big doc","cache_control":{"type":"ephemeral","ttl":"5m"}}],
         "messages":[{"role":"user","content":[
             {"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"}},
             {"type":"text","text":"Summarize","cache_control":{"type":"ephemeral"}}]}]});
@@ -262,4 +259,36 @@ fn count_tokens_messages_needs_no_max_tokens() {
     assert!(crate::tokens::count_prompt(&msgs) > 0);
     let e = count_tokens_messages(br#"{"model":"m","messages":[]}"#).unwrap_err();
     assert!(e.message.starts_with("messages:"));
+}
+
+#[test]
+fn server_tools_mcp_servers_and_long_cache_ttls_are_refused() {
+    for (body, field) in [
+        (
+            serde_json::json!({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}),
+            "tools[0].type",
+        ),
+        (
+            serde_json::json!({"mcp_servers": [{"type": "url", "url": "https://x", "name": "x"}]}),
+            "mcp_servers",
+        ),
+        (serde_json::json!({"container": "c"}), "container"),
+        (
+            serde_json::json!({"system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}),
+            "body.system[0].cache_control.ttl",
+        ),
+    ] {
+        let mut b = serde_json::json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
+        for (k, v) in body.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        let e = super::request::parse_messages_request(&serde_json::to_vec(&b).unwrap())
+            .err()
+            .unwrap();
+        assert!(e.message.starts_with(field), "{field}: {}", e.message);
+    }
+    // The default cache (no ttl, or 5m) passes.
+    let ok = serde_json::json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral", "ttl": "5m"}}]}]});
+    assert!(super::request::parse_messages_request(&serde_json::to_vec(&ok).unwrap()).is_ok());
 }

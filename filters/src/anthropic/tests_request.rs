@@ -182,9 +182,9 @@ fn sampling_fields_stop_and_user() {
     );
     assert_eq!(out["stop_sequences"], json!(["END"]));
     assert_eq!(out["temperature"], 1.0);
-    assert_eq!(out["top_p"], 0.9);
+    assert_eq!(out.get("top_p"), None, "temperature wins");
     assert_eq!(out["metadata"], json!({"user_id":"u-42"}));
-    assert_eq!(out.as_object().unwrap().len(), 7, "{out}");
+    assert_eq!(out.as_object().unwrap().len(), 6, "{out}");
     let out =
         translate(json!({"model":"m","messages":[user()],"stop":["a","b"],"temperature":0.3}));
     assert_eq!(out["stop_sequences"], json!(["a", "b"]));
@@ -236,4 +236,43 @@ fn conversations_anthropic_cannot_take() {
     let e = translate_err(json!({"model":"m","messages":[user(),
         {"role":"function","name":"f","content":"x"}]}));
     assert!(e.starts_with("messages[1].role:"), "{e}");
+}
+
+#[test]
+fn top_p_gives_way_to_temperature_and_a_neutral_one_is_dropped() {
+    let send = |extra: serde_json::Value| {
+        let mut body =
+            serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let req = crate::openai::request::parse_chat_request(&serde_json::to_vec(&body).unwrap())
+            .unwrap();
+        let out = super::request::openai_to_messages(&req, "up", 10).unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out).unwrap()
+    };
+    let v = send(serde_json::json!({"temperature": 0.5, "top_p": 0.9}));
+    assert_eq!(
+        (v["temperature"].as_f64(), v.get("top_p")),
+        (Some(0.5), None)
+    );
+    assert!(send(serde_json::json!({"top_p": 1})).get("top_p").is_none());
+    assert_eq!(send(serde_json::json!({"top_p": 0.9}))["top_p"], 0.9);
+}
+
+#[test]
+fn tools_other_than_functions_and_openai_only_options_are_refused() {
+    for (field, value) in [
+        ("reasoning_effort", serde_json::json!("high")),
+        ("web_search_options", serde_json::json!({})),
+        ("tools", serde_json::json!([{"type": "web_search"}])),
+    ] {
+        let mut body =
+            serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        body[field] = value;
+        let req = crate::openai::request::parse_chat_request(&serde_json::to_vec(&body).unwrap());
+        let Ok(req) = req else { continue };
+        let e = super::request::check_translatable(&req).unwrap_err();
+        assert!(e.message.starts_with(field), "{}", e.message);
+    }
 }
