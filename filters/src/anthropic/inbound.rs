@@ -158,7 +158,7 @@ fn validate(b: &Map<String, Value>) -> Result<(), GatewayError> {
     }
     let budget = b.get("thinking").and_then(|t| t.get("budget_tokens"));
     if let (Some(budget), Some(max)) = (budget, b.get("max_tokens").and_then(Value::as_u64)) {
-        if !budget.as_u64().is_some_and(|n| n < max) {
+        if budget.as_u64().is_none_or(|n| n >= max) {
             return Err(bad(
                 "thinking.budget_tokens",
                 "must be an integer below max_tokens",
