@@ -243,6 +243,38 @@ replacement = "zzz"
     }
 
     #[test]
+    fn anthropic_providers_and_cache_rates_are_read_and_checked() {
+        let base = "[[providers]]\nname = \"a\"\nkind = \"anthropic\"\nendpoints = [\"https://api.anthropic.com\"]\n[[models]]\nid = \"c\"\nprovider = \"a\"\ntier = \"normal\"\ninput_credits_per_1k = 3\noutput_credits_per_1k = 15\n";
+        let c = parse(&format!(
+            "{base}cache_read_credits_per_1k = 0.3\ncache_write_credits_per_1k = 3.75\n"
+        ))
+        .unwrap();
+        assert_eq!(c.providers[0].kind, ProviderKind::Anthropic);
+        let m = c.catalog.model(0);
+        assert_eq!(m.cache_read_micros_per_1k, Some(300_000));
+        assert_eq!(m.cache_write_micros_per_1k, Some(3_750_000));
+        assert_eq!(m.prompt_rate_bound(), 3_750_000);
+        let c = parse(base).unwrap();
+        assert_eq!(c.catalog.model(0).cache_read_micros_per_1k, None);
+        let err = format!(
+            "{:?}",
+            parse(&format!("{base}cache_write_credits_per_1k = -1\n")).unwrap_err()
+        );
+        assert!(
+            err.contains("models[0].cache_write_credits_per_1k"),
+            "{err}"
+        );
+        let err = format!(
+            "{:?}",
+            parse(&base.replace("anthropic", "grpc")).unwrap_err()
+        );
+        assert!(
+            err.contains("anthropic"),
+            "the supported kinds are named: {err}"
+        );
+    }
+
+    #[test]
     fn embedded_default_is_valid() {
         let text = include_str!("../../conf/tollgate.toml");
         if let Err(e) = parse(text) {
