@@ -65,6 +65,7 @@ fn bench_ledger(c: &mut Criterion) {
                             latency_ms: 10,
                             now_ms: 0,
                             hold_note: None,
+                            tool: None,
                         })
                         .await
                         .unwrap()

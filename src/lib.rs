@@ -32,6 +32,7 @@ pub mod clock;
 pub mod config;
 pub mod ledger;
 pub mod limits;
+pub mod mcp;
 pub mod messages;
 pub mod metering;
 pub mod metrics;

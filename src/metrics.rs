@@ -17,6 +17,11 @@ pub struct Metrics {
     pub credit_holds: IntCounterVec,
     pub ratelimit_leased: IntCounterVec,
     pub usage_over_hold: IntCounterVec,
+    /// Tool calls by service and outcome (`ok`, `refused`, `upstream_error`, `tool_error`, …).
+    pub mcp_calls: IntCounterVec,
+    pub mcp_call_latency: HistogramVec,
+    /// Marketplace events by service: registered, approve, reject, suspend, resume.
+    pub mcp_events: IntCounterVec,
 }
 
 impl Metrics {
@@ -107,7 +112,39 @@ impl Metrics {
             &["model"],
         )
         .expect("static metric definition");
+        let mcp_calls = IntCounterVec::new(
+            Opts::new(
+                "tollgate_mcp_calls_total",
+                "Tool calls through /mcp, by service and outcome",
+            ),
+            &["slug", "outcome"],
+        )
+        .expect("static metric definition");
+        let mcp_call_latency = HistogramVec::new(
+            HistogramOpts::new(
+                "tollgate_mcp_call_duration_seconds",
+                "Time a tool server took to answer a call",
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+            ]),
+            &["slug"],
+        )
+        .expect("static metric definition");
+        let mcp_events = IntCounterVec::new(
+            Opts::new(
+                "tollgate_mcp_events_total",
+                "Tool-server registrations and state changes (each refreshes the tool cache)",
+            ),
+            &["slug", "event"],
+        )
+        .expect("static metric definition");
+        registry
+            .register(Box::new(mcp_call_latency.clone()))
+            .expect("unique metric");
         for c in [
+            &mcp_calls,
+            &mcp_events,
             &usage_over_hold,
             &ratelimit_leased,
             &credit_holds,
@@ -141,6 +178,9 @@ impl Metrics {
             credit_holds,
             ratelimit_leased,
             usage_over_hold,
+            mcp_calls,
+            mcp_call_latency,
+            mcp_events,
         }
     }
 }

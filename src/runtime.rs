@@ -57,6 +57,8 @@ pub struct Shared {
     /// Token counts running on the blocking pool: one fewer than the cores (at least one), so
     /// that counting never takes every core from the proxy (`chat::tokenize`).
     pub counting: tokio::sync::Semaphore,
+    /// The tool marketplace's per-instance caches (live services, upstream sessions).
+    pub mcp: crate::mcp::cache::McpCache,
 }
 
 impl Shared {
@@ -94,6 +96,7 @@ impl Shared {
                 std::thread::available_parallelism()
                     .map_or(1, |n| n.get().saturating_sub(1).max(1)),
             ),
+            mcp: crate::mcp::cache::McpCache::default(),
         })
     }
 

@@ -73,6 +73,7 @@ async fn lease_rounds_are_idempotent_and_survive_a_reaped_lease() {
                 latency_ms: 1,
                 now_ms: 1,
                 hold_note: None,
+                tool: None,
             },
             0,
         )

@@ -27,6 +27,8 @@ pub enum ErrorKind {
     MethodNotAllowed,
     /// The resource exists already (a taken e-mail or slug).
     Conflict,
+    /// A tool server failed the live check at registration (the reason in the message).
+    ToolServerCheckFailed,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +67,7 @@ impl GatewayError {
             ErrorKind::NotFound => (404, "not_found"),
             ErrorKind::MethodNotAllowed => (405, "invalid_request"),
             ErrorKind::Conflict => (409, "conflict"),
+            ErrorKind::ToolServerCheckFailed => (422, "tool_server_check_failed"),
             ErrorKind::RateLimited { .. } => (429, "rate_limit_exceeded"),
             ErrorKind::Internal => (500, "internal_error"),
             ErrorKind::Upstream | ErrorKind::Overloaded => (502, "upstream_error"),
@@ -143,6 +146,7 @@ mod tests {
             NotFound => 404 "not_found",
             MethodNotAllowed => 405 "invalid_request",
             Conflict => 409 "conflict",
+            ToolServerCheckFailed => 422 "tool_server_check_failed",
             RateLimited { retry_after: 3 } => 429 "rate_limit_exceeded",
             Internal => 500 "internal_error",
             Upstream => 502 "upstream_error",

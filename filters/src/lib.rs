@@ -32,6 +32,7 @@ pub mod anthropic;
 pub mod credits;
 pub mod error;
 pub mod keys;
+pub mod mcp;
 pub mod net;
 pub mod openai;
 pub mod ratelimit;

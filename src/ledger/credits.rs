@@ -24,12 +24,79 @@ pub struct Settlement {
     pub now_ms: i64,
     /// What the hold decided for later candidates (topped up, lowered, skipped), if anything.
     pub hold_note: Option<String>,
+    /// A tool call (kind `tool`): the service, the tool and the developer's share.
+    pub tool: Option<ToolCharge>,
+}
+
+/// What a tool call's usage row records besides the chat columns.
+#[derive(Debug, Clone)]
+pub struct ToolCharge {
+    pub slug: String,
+    pub tool: String,
+    pub developer_id: String,
+    /// µcr credited to the developer when the call is charged its price (0 for a failed call).
+    pub developer_credits: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settled {
     pub charged: i64,
     pub balance: i64,
+}
+
+/// The settlement statement of each backend ($1 request, $2 key, $3–$5 models and provider,
+/// $6–$7 tokens, $8 cost, $9 status, $10 latency, $11 time, $12 account, $13 hold note,
+/// $14–$18 the tool call's kind, slug, tool, developer and developer credits).
+const SETTLE_SQLITE: &str = "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, hold_note, kind, tool_slug, tool_name, developer_id, developer_credits) \
+     SELECT $1, a.user_id, $2, $3, $4, $5, $6, $7, MIN($8, a.balance + COALESCE(h.amount, 0)), $9, $10, $11, \
+            a.balance + COALESCE(h.amount, 0) - MIN($8, a.balance + COALESCE(h.amount, 0)), $13, $14, $15, $16, $17, $18 \
+     FROM accounts a LEFT JOIN holds h ON h.id = $1 WHERE a.user_id = $12 \
+     RETURNING credits, balance_after";
+const SETTLE_POSTGRES: &str = "WITH h AS (DELETE FROM holds WHERE id = $1 RETURNING amount), \
+          held AS (SELECT COALESCE((SELECT amount FROM h), 0) AS amount), \
+          a AS (UPDATE accounts SET scratch = LEAST($8, balance + (SELECT amount FROM held)), \
+                  balance = balance + (SELECT amount FROM held) - LEAST($8, balance + (SELECT amount FROM held)) \
+                WHERE user_id = $12 RETURNING scratch, balance) \
+     INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, hold_note, kind, tool_slug, tool_name, developer_id, developer_credits) \
+     SELECT $1, $12, $2, $3, $4, $5, $6, $7, a.scratch, $9, $10, $11, a.balance, $13, $14, $15, $16, $17, $18 FROM a \
+     RETURNING credits, balance_after";
+
+/// Runs the settlement statement on `$p` (a pool), in a transaction with the developer's
+/// credit when `$pays` names a tool call that earns; evaluates to `(charged, balance)`.
+macro_rules! settle_on {
+    ($p:expr, $sql:expr, $s:expr, $pays:expr) => {{
+        let s = $s;
+        let tool = s.tool.as_ref();
+        let q = sqlx::query($sql)
+            .bind(&s.request_id).bind(&s.key_id).bind(&s.model_requested).bind(&s.model_used).bind(&s.provider)
+            .bind(s.prompt_tokens).bind(s.completion_tokens).bind(s.cost.max(0)).bind(s.status).bind(s.latency_ms).bind(s.now_ms)
+            .bind(&s.account_id).bind(&s.hold_note)
+            .bind(if tool.is_some() { "tool" } else { "chat" })
+            .bind(tool.map(|t| t.slug.as_str())).bind(tool.map(|t| t.tool.as_str()))
+            .bind(tool.map(|t| t.developer_id.as_str())).bind(tool.map(|t| t.developer_credits));
+        match $pays {
+            None => {
+                let row = q.fetch_one($p).await?;
+                (row.try_get("credits")?, row.try_get("balance_after")?)
+            }
+            Some(t) => {
+                let mut tx = $p.begin().await?;
+                let row = q.fetch_one(&mut *tx).await?;
+                let charged: i64 = row.try_get("credits")?;
+                // Only a call charged its full price pays the developer.
+                if charged >= s.cost {
+                    sqlx::query("UPDATE accounts SET balance = balance + $1 WHERE user_id = $2")
+                        .bind(t.developer_credits).bind(&t.developer_id).execute(&mut *tx).await?;
+                    sqlx::query("INSERT INTO credit_ledger (account_id, delta, reason, actor, created_at) VALUES ($1, $2, 'mcp_earning', $3, $4)")
+                        .bind(&t.developer_id).bind(t.developer_credits).bind(format!("mcp:{}", t.slug)).bind(s.now_ms)
+                        .execute(&mut *tx).await?;
+                }
+                let balance = row.try_get("balance_after")?;
+                tx.commit().await?;
+                (charged, balance)
+            }
+        }
+    }};
 }
 
 impl Ledger {
@@ -106,42 +173,18 @@ impl Ledger {
 
     /// Settles a hold to the actual cost and writes the request's one usage row, in one
     /// statement: refund the hold less the charge (clamped so the balance stays ≥ 0), delete
-    /// the hold, insert the usage row. A hold already refunded by the reaper counts as 0.
+    /// the hold, insert the usage row. A hold already refunded by the reaper counts as 0. A
+    /// paid tool call also credits its developer's share, in the same transaction.
     pub async fn settle(&self, s: &Settlement) -> Result<Settled> {
         // The hold id is the request id (one hold per request), which the SQLite trigger uses.
         debug_assert_eq!(s.hold_id, s.request_id);
+        let pays = s
+            .tool
+            .as_ref()
+            .filter(|t| t.developer_credits > 0 && s.cost > 0);
         let row: (i64, i64) = match self {
-            Ledger::Sqlite(p) => {
-                let row = sqlx::query(
-                    "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, hold_note) \
-                     SELECT $1, a.user_id, $2, $3, $4, $5, $6, $7, MIN($8, a.balance + COALESCE(h.amount, 0)), $9, $10, $11, \
-                            a.balance + COALESCE(h.amount, 0) - MIN($8, a.balance + COALESCE(h.amount, 0)), $13 \
-                     FROM accounts a LEFT JOIN holds h ON h.id = $1 WHERE a.user_id = $12 \
-                     RETURNING credits, balance_after",
-                )
-                .bind(&s.request_id).bind(&s.key_id).bind(&s.model_requested).bind(&s.model_used).bind(&s.provider)
-                .bind(s.prompt_tokens).bind(s.completion_tokens).bind(s.cost.max(0)).bind(s.status).bind(s.latency_ms).bind(s.now_ms)
-                .bind(&s.account_id).bind(&s.hold_note)
-                .fetch_one(p).await?;
-                (row.try_get("credits")?, row.try_get("balance_after")?)
-            }
-            Ledger::Postgres(p) => {
-                let row = sqlx::query(
-                    "WITH h AS (DELETE FROM holds WHERE id = $1 RETURNING amount), \
-                          held AS (SELECT COALESCE((SELECT amount FROM h), 0) AS amount), \
-                          a AS (UPDATE accounts SET scratch = LEAST($8, balance + (SELECT amount FROM held)), \
-                                  balance = balance + (SELECT amount FROM held) - LEAST($8, balance + (SELECT amount FROM held)) \
-                                WHERE user_id = $12 RETURNING scratch, balance) \
-                     INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, hold_note) \
-                     SELECT $1, $12, $2, $3, $4, $5, $6, $7, a.scratch, $9, $10, $11, a.balance, $13 FROM a \
-                     RETURNING credits, balance_after",
-                )
-                .bind(&s.request_id).bind(&s.key_id).bind(&s.model_requested).bind(&s.model_used).bind(&s.provider)
-                .bind(s.prompt_tokens).bind(s.completion_tokens).bind(s.cost.max(0)).bind(s.status).bind(s.latency_ms).bind(s.now_ms)
-                .bind(&s.account_id).bind(&s.hold_note)
-                .fetch_one(p).await?;
-                (row.try_get("credits")?, row.try_get("balance_after")?)
-            }
+            Ledger::Sqlite(p) => settle_on!(p, SETTLE_SQLITE, s, pays),
+            Ledger::Postgres(p) => settle_on!(p, SETTLE_POSTGRES, s, pays),
         };
         Ok(Settled {
             charged: row.0,

@@ -47,7 +47,7 @@ impl Ledger {
             let mut charged = 0i64;
             for chunk in r.rows.chunks(500) {
                 let mut q = sqlx::QueryBuilder::new(
-                    "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, lease_id, hold_note) ",
+                    "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, lease_id, hold_note, kind, tool_slug, tool_name, developer_id, developer_credits) ",
                 );
                 q.push_values(chunk, |mut b, (s, balance_after)| {
                     b.push_bind(&s.request_id).push_bind(&s.account_id).push_bind(&s.key_id)
@@ -55,12 +55,29 @@ impl Ledger {
                         .push_bind(s.prompt_tokens).push_bind(s.completion_tokens).push_bind(s.cost)
                         .push_bind(s.status).push_bind(s.latency_ms).push_bind(s.now_ms)
                         .push_bind(*balance_after).push_bind(r.lease_id).push_bind(&s.hold_note);
+                    let tool = s.tool.as_ref();
+                    b.push_bind(if tool.is_some() { "tool" } else { "chat" })
+                        .push_bind(tool.map(|t| t.slug.clone())).push_bind(tool.map(|t| t.tool.clone()))
+                        .push_bind(tool.map(|t| t.developer_id.clone())).push_bind(tool.map(|t| t.developer_credits));
                 });
-                q.push(" ON CONFLICT (request_id) DO NOTHING RETURNING credits");
+                q.push(" ON CONFLICT (request_id) DO NOTHING RETURNING credits, developer_id, developer_credits, tool_slug");
                 // Not kept in the statement cache: each batch size is a different statement,
                 // and a cache of up to 100 of them per connection held ~100 MB on SQLite.
                 for row in q.build().persistent(false).fetch_all(&mut *tx).await? {
-                    charged += row.try_get::<i64, _>("credits")?;
+                    let credits: i64 = row.try_get("credits")?;
+                    charged += credits;
+                    // A tool call charged its price pays its developer, in this transaction
+                    // and only for rows written now (a retried batch pays nobody twice).
+                    let dev: Option<String> = row.try_get("developer_id")?;
+                    let share: Option<i64> = row.try_get("developer_credits")?;
+                    if let (Some(dev), Some(share)) = (dev, share.filter(|s| *s > 0 && credits > 0)) {
+                        let slug: Option<String> = row.try_get("tool_slug")?;
+                        sqlx::query("UPDATE accounts SET balance = balance + $1 WHERE user_id = $2")
+                            .bind(share).bind(&dev).execute(&mut *tx).await?;
+                        sqlx::query("INSERT INTO credit_ledger (account_id, delta, reason, actor, created_at) VALUES ($1, $2, 'mcp_earning', $3, $4)")
+                            .bind(&dev).bind(share).bind(format!("mcp:{}", slug.unwrap_or_default())).bind(crate::clock::now_ms())
+                            .execute(&mut *tx).await?;
+                    }
                 }
             }
             let kept = sqlx::query("UPDATE holds SET amount = amount - $1, expires_at = $2 WHERE id = $3 RETURNING amount")

@@ -26,12 +26,13 @@ pub mod accounts;
 pub mod credits;
 pub mod keys;
 pub mod leases;
+pub mod mcp;
 pub mod sessions;
 pub mod store;
 pub mod usage;
 
 pub use accounts::Account;
-pub use credits::{Settled, Settlement};
+pub use credits::{Settled, Settlement, ToolCharge};
 pub use keys::{KeyAuth, KeyRow, NewKey};
 pub use leases::{LeaseRound, LeaseSynced};
 pub use store::{Ledger, StoreError};

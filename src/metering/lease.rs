@@ -187,6 +187,7 @@ mod tests {
             latency_ms: 1,
             now_ms: 0,
             hold_note: None,
+            tool: None,
         }
     }
 

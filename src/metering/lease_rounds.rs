@@ -75,6 +75,20 @@ impl Leases {
         Ok(Some(guard))
     }
 
+    /// Writes every lease's pending rows now: a developer's earnings come from other accounts'
+    /// calls, so a read of them must not wait for the next round.
+    pub async fn flush_all(&self, ledger: &Ledger) -> Result<(), StoreError> {
+        let accounts: Vec<String> = locked(&self.accounts)
+            .iter()
+            .filter(|(_, e)| e.lease.as_ref().is_some_and(|l| !l.pending.is_empty()))
+            .map(|(a, _)| a.clone())
+            .collect();
+        for a in accounts {
+            drop(self.round_now(ledger, &a, Round::Flush).await?);
+        }
+        Ok(())
+    }
+
     /// What this instance's lease of the account has not yet held (0 without a lease).
     pub fn available(&self, account: &str) -> i64 {
         locked(&self.accounts)

@@ -39,11 +39,12 @@
 pub mod lease;
 mod lease_rounds;
 pub mod leases;
+pub mod tool;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate_filters::credits::{self, size_hold};
+use tollgate_filters::credits::{self, size_hold, HoldSize};
 use tollgate_filters::route::ModelSpec;
 use tollgate_filters::Usage;
 
@@ -154,12 +155,24 @@ pub async fn hold(
         first.prompt_rate_bound(),
         first.output_micros_per_1k,
     );
+    let who = (req.request_id, req.account_id, req.key_id);
+    place(meter, who, &size, prompt).await
+}
+
+/// Places a hold of `size` for `(request id, account, key)`: against this instance's lease
+/// of the account when it can pay, else as a hold row of its own.
+pub(super) async fn place(
+    meter: &Meter<'_>,
+    (request_id, account_id, key_id): (&str, &str, &str),
+    size: &HoldSize,
+    prompt: u64,
+) -> Result<Hold, StoreError> {
     let placed = |held: i64, lease: Option<Arc<str>>, balance: i64, at: &str| {
         meter.metrics.credit_holds.with_label_values(&[at]).inc();
         Hold::Placed {
             hold: PlacedHold {
-                account_id: req.account_id.to_owned(),
-                key_id: req.key_id.to_owned(),
+                account_id: account_id.to_owned(),
+                key_id: key_id.to_owned(),
                 held,
                 lease,
             },
@@ -171,23 +184,19 @@ pub async fn hold(
             balance,
         }
     };
-    if let Some(l) = meter
-        .leases
-        .hold(meter.ledger, req.account_id, &size)
-        .await?
-    {
+    if let Some(l) = meter.leases.hold(meter.ledger, account_id, size).await? {
         return Ok(placed(l.held, Some(l.lease_id), l.balance, "lease"));
     }
     let expires = crate::clock::now_ms() + meter.hold_ttl.as_millis() as i64;
     let held = meter
         .ledger
-        .hold(req.request_id, req.account_id, &size, expires)
+        .hold(request_id, account_id, size, expires)
         .await?;
-    let leased = meter.leases.available(req.account_id);
+    let leased = meter.leases.available(account_id);
     match held {
         Some((held, balance)) => Ok(placed(held, None, balance + leased, "database")),
         None => {
-            let account = meter.ledger.account(req.account_id).await?;
+            let account = meter.ledger.account(account_id).await?;
             Ok(Hold::Refused {
                 balance: account.map(|a| a.balance + leased),
             })
@@ -276,8 +285,8 @@ pub async fn settle(
     let s = Settlement {
         hold_id: served.request_id.to_owned(),
         request_id: served.request_id.to_owned(),
-        account_id: hold.account_id,
-        key_id: Some(hold.key_id),
+        account_id: hold.account_id.clone(),
+        key_id: Some(hold.key_id.clone()),
         model_requested: served.model_requested.to_owned(),
         model_used: served.model_used.map(str::to_owned),
         provider: served.provider.map(str::to_owned),
@@ -292,7 +301,19 @@ pub async fn settle(
         latency_ms: served.latency_ms,
         now_ms: crate::clock::now_ms(),
         hold_note: served.hold_note.map(str::to_owned),
+        tool: None,
     };
+    write(meter, hold, s).await
+}
+
+/// Writes a settlement: into the hold's lease (its usage row goes with the next round), or to
+/// the database. Returns `(charged, balance to show)`; `None` when the ledger failed (the hold
+/// then expires and the reaper refunds it: nothing is charged twice).
+pub(super) async fn write(
+    meter: &Meter<'_>,
+    hold: PlacedHold,
+    s: Settlement,
+) -> Option<(i64, i64)> {
     let s = match &hold.lease {
         Some(lease) => match meter.leases.settle(lease, hold.held, s) {
             Ok(done) => return Some(done),
@@ -308,7 +329,7 @@ pub async fn settle(
             done.balance + meter.leases.available(&s.account_id),
         )),
         Err(e) => {
-            tracing::error!(request_id = %served.request_id, "settlement failed, hold left to expire: {e}");
+            tracing::error!(request_id = %s.request_id, "settlement failed, hold left to expire: {e}");
             None
         }
     }

@@ -17,6 +17,7 @@ pub mod ctx;
 pub mod probes;
 pub mod respond;
 pub mod routes;
+pub mod table;
 
 use std::sync::Arc;
 

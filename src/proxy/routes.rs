@@ -1,7 +1,7 @@
-//! The one route table. Every endpoint is a row (method, path pattern, who may call, the
-//! handler); 404 and 405 follow from it: a path no row matches is 404, a path some row matches
-//! under another method is 405. Adding an endpoint is adding a row here and its arm in
-//! [`dispatch`].
+//! Routing by the one route table (`table.rs`, a row per endpoint): 404 and 405 follow from it
+//! (a path no row matches is 404, a path some row matches under another method is 405), and
+//! [`dispatch`] runs the row's handler. Adding an endpoint is adding a row there and its arm
+//! here.
 
 use pingora::proxy::Session;
 use tollgate_filters::{ErrorKind, GatewayError};
@@ -9,139 +9,11 @@ use tollgate_filters::{ErrorKind, GatewayError};
 use super::caller::{self, Caller};
 use super::ctx::{RequestCtx, Wire};
 use super::probes;
+use super::table::{Access, Handler, Route, ROUTES};
 use crate::chat::models::Listing;
 use crate::runtime::Shared;
-use crate::{accounts, admin, chat, messages};
-
-/// Who may call a route; resolved before its handler runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Access {
-    /// Nobody in particular (the handler may look itself).
-    Open,
-    /// An API key, or a dashboard session cookie.
-    KeyOrSession,
-    /// The admin token.
-    Admin,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Handler {
-    Chat,
-    Messages,
-    CountTokens,
-    Models,
-    Pricing,
-    Healthz,
-    Readyz,
-    Signup,
-    Login,
-    Logout,
-    Me,
-    ListKeys,
-    CreateKey,
-    RevokeKey,
-    Usage,
-    AdminAccount,
-    AdminCredits,
-    AdminPlan,
-}
-
-struct Route {
-    method: &'static str,
-    /// Segments separated by `/`; `{id}` matches one non-empty segment.
-    path: &'static str,
-    access: Access,
-    handler: Handler,
-    /// The `route` label of the request metrics.
-    label: &'static str,
-}
-
-const fn route(
-    method: &'static str,
-    path: &'static str,
-    access: Access,
-    handler: Handler,
-    label: &'static str,
-) -> Route {
-    Route {
-        method,
-        path,
-        access,
-        handler,
-        label,
-    }
-}
-
+use crate::{accounts, admin, chat, mcp, messages};
 use Access::{Admin, KeyOrSession, Open};
-
-const ROUTES: &[Route] = &[
-    route("POST", "/v1/chat/completions", Open, Handler::Chat, "chat"),
-    route("POST", "/v1/messages", Open, Handler::Messages, "messages"),
-    route(
-        "POST",
-        "/v1/messages/count_tokens",
-        Open,
-        Handler::CountTokens,
-        "messages",
-    ),
-    route("GET", "/v1/models", Open, Handler::Models, "models"),
-    route(
-        "GET",
-        "/v1/models/pricing",
-        Open,
-        Handler::Pricing,
-        "pricing",
-    ),
-    route("GET", "/healthz", Open, Handler::Healthz, "healthz"),
-    route("GET", "/readyz", Open, Handler::Readyz, "readyz"),
-    route("POST", "/api/v1/auth/signup", Open, Handler::Signup, "api"),
-    route("POST", "/api/v1/auth/login", Open, Handler::Login, "api"),
-    route("POST", "/api/v1/auth/logout", Open, Handler::Logout, "api"),
-    route("GET", "/api/v1/auth/me", KeyOrSession, Handler::Me, "api"),
-    route(
-        "GET",
-        "/api/v1/keys",
-        KeyOrSession,
-        Handler::ListKeys,
-        "api",
-    ),
-    route(
-        "POST",
-        "/api/v1/keys",
-        KeyOrSession,
-        Handler::CreateKey,
-        "api",
-    ),
-    route(
-        "DELETE",
-        "/api/v1/keys/{id}",
-        KeyOrSession,
-        Handler::RevokeKey,
-        "api",
-    ),
-    route("GET", "/api/v1/usage", KeyOrSession, Handler::Usage, "api"),
-    route(
-        "GET",
-        "/api/v1/admin/accounts/{id}",
-        Admin,
-        Handler::AdminAccount,
-        "api",
-    ),
-    route(
-        "POST",
-        "/api/v1/admin/accounts/{id}/credits",
-        Admin,
-        Handler::AdminCredits,
-        "api",
-    ),
-    route(
-        "PUT",
-        "/api/v1/admin/accounts/{id}/plan",
-        Admin,
-        Handler::AdminPlan,
-        "api",
-    ),
-];
 
 /// `Some(id)` when `path` matches `pattern` (the `{id}` segment's value, or "" without one).
 fn matches<'p>(pattern: &str, path: &'p str) -> Option<&'p str> {
@@ -263,6 +135,20 @@ pub async fn dispatch(
         Handler::AdminAccount => admin::account(shared, session, ctx, id).await,
         Handler::AdminCredits => admin::credits(shared, session, ctx, id).await,
         Handler::AdminPlan => admin::plan(shared, session, ctx, id).await,
+        Handler::McpRegister => {
+            let owner = caller.account()?.to_owned();
+            mcp::registry::register(shared, session, ctx, Some(&owner)).await
+        }
+        Handler::McpListOwn => mcp::registry::list_own(shared, session, ctx, &caller).await,
+        Handler::McpUpdate => mcp::registry::update(shared, session, ctx, &caller, id).await,
+        Handler::McpEarnings => mcp::registry::earnings(shared, session, ctx, &caller).await,
+        Handler::AdminMcpList => mcp::registry::admin_list(shared, session, ctx).await,
+        Handler::AdminMcpRegister => mcp::registry::register(shared, session, ctx, None).await,
+        Handler::AdminMcpMove(action) => {
+            mcp::registry::admin_move(shared, session, ctx, id, action).await
+        }
+        Handler::McpAll => mcp::endpoint::handle(shared, session, ctx, None).await,
+        Handler::McpOne => mcp::endpoint::handle(shared, session, ctx, Some(id)).await,
     }
 }
 

@@ -8,6 +8,8 @@
 //!   one does (one [`Mode`] away), built with [`FakeOpenAi::builder`].
 //! - [`anthropic`]: [`FakeAnthropic`], a Messages API provider with every stream event type,
 //!   parallel tool use, prompt-cache usage and Anthropic's failures ([`AnthropicMode`]).
+//! - [`mcp`]: [`FakeToolServer`], an MCP tool server (sessions, JSON or SSE, a plain handler)
+//!   with every failure of a call ([`ToolMode`]).
 //! - [`redis`]: [`PrivateRedis`], a `redis-server` of a test's own, to kill and bring back.
 //! - [`http`]: a small HTTP/1.1 client that shows exactly what went over the wire.
 //! - [`services`]: which Postgres and Redis the run uses, and [`skip`] for a test that cannot
@@ -21,6 +23,7 @@ pub mod anthropic;
 pub mod gateway;
 pub mod http;
 pub mod load;
+pub mod mcp;
 pub mod openai;
 pub mod redis;
 pub mod services;
@@ -31,6 +34,7 @@ pub use gateway::{
     FAST_TIMEOUTS,
 };
 pub use http::{get, parse_response, post_json, raw_request, request, Response};
+pub use mcp::{FakeToolServer, ToolMode};
 pub use openai::{user, FakeOpenAi, FakeOpenAiBuilder, Mode, Recorded};
 pub use redis::PrivateRedis;
 pub use services::{database_url, redis_url, services_required, skip};

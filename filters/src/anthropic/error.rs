@@ -17,6 +17,7 @@ pub fn error_type(err: &GatewayError) -> (u16, &'static str) {
         ErrorKind::ModelNotFound => (404, "not_found_error"),
         ErrorKind::NotFound => (404, "not_found_error"),
         ErrorKind::Conflict => (409, "invalid_request_error"),
+        ErrorKind::ToolServerCheckFailed => (422, "invalid_request_error"),
         ErrorKind::RateLimited { .. } => (429, "rate_limit_error"),
         ErrorKind::Internal => (500, "api_error"),
         ErrorKind::Upstream => (502, "api_error"),

@@ -1,0 +1,343 @@
+//! The MCP tool marketplace's pure parts (DESIGN.md, Rules: MCP): JSON-RPC 2.0 messages as the
+//! agent endpoint reads and writes them, protocol version negotiation, slugs and the
+//! `{slug}__{tool}` names of `/mcp`, tool definitions and call results as the live check and
+//! billing judge them, the developer's share, and which addresses an upstream may not have.
+
+use std::net::IpAddr;
+
+use serde_json::{json, Value};
+
+/// Protocol versions the agent endpoint speaks, newest first.
+pub const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The version to answer `initialize` with: the client's when spoken here, else the newest.
+pub fn negotiate(requested: Option<&str>) -> &'static str {
+    requested
+        .and_then(|r| PROTOCOL_VERSIONS.iter().find(|v| **v == r))
+        .copied()
+        .unwrap_or(PROTOCOL_VERSIONS[0])
+}
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+/// The caller's plan rate limit refused the call (`data.retry_after`).
+pub const RATE_LIMITED: i64 = -32001;
+/// The caller's balance cannot pay the call's price.
+pub const INSUFFICIENT_CREDITS: i64 = -32002;
+/// The tool server failed (refused, timed out, answered with an error or garbage).
+pub const UPSTREAM_ERROR: i64 = -32003;
+
+/// `^[a-z0-9][a-z0-9-]{1,62}$`
+pub fn valid_slug(s: &str) -> bool {
+    let b = s.as_bytes();
+    (2..=63).contains(&b.len())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+}
+
+/// The developer's share of a call's price, rounded up: `(price × percent + 99) / 100`.
+pub fn developer_share(price: u64, percent: u64) -> u64 {
+    price.saturating_mul(percent).div_ceil(100)
+}
+
+/// A tool's name on `/mcp`: `{slug}__{tool}`.
+pub fn joined_name(slug: &str, tool: &str) -> String {
+    format!("{slug}__{tool}")
+}
+
+/// `{slug}__{tool}` split at the first `__` (a slug has no underscore, a tool name may).
+pub fn split_name(name: &str) -> Option<(&str, &str)> {
+    let (slug, tool) = name.split_once("__")?;
+    (valid_slug(slug) && !tool.is_empty()).then_some((slug, tool))
+}
+
+/// One JSON-RPC message from an agent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+    },
+    /// No `id`: answered 202 with no body.
+    Notification { method: String },
+    /// A response to something the server asked (the endpoint asks nothing): 202.
+    Response,
+}
+
+/// A JSON-RPC error to answer, with the id it answers (null when none could be read).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub id: Value,
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(id: Value, code: i64, message: impl Into<String>) -> RpcError {
+        RpcError {
+            id,
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn with_data(mut self, data: Value) -> RpcError {
+        self.data = Some(data);
+        self
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(d) = &self.data {
+            error["data"] = d.clone();
+        }
+        body(&json!({"jsonrpc": "2.0", "id": self.id, "error": error}))
+    }
+}
+
+/// A JSON-RPC result.
+pub fn result_json(id: &Value, result: &Value) -> Vec<u8> {
+    body(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+fn body(v: &Value) -> Vec<u8> {
+    // Serializing a Value cannot fail.
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+/// Reads one message. A batch (an array) is refused: the 2025-06-18 revision removed batching,
+/// and answering element by element would bill a batch's calls outside one request's limits.
+pub fn parse_message(raw: &[u8]) -> Result<Incoming, RpcError> {
+    let v: Value = serde_json::from_slice(raw)
+        .map_err(|e| RpcError::new(Value::Null, PARSE_ERROR, format!("not JSON: {e}")))?;
+    let Value::Object(m) = v else {
+        let what = if v.is_array() {
+            "batches are not supported: send one JSON-RPC message per request"
+        } else {
+            "a JSON-RPC message must be an object"
+        };
+        return Err(RpcError::new(Value::Null, INVALID_REQUEST, what));
+    };
+    let id = m.get("id").cloned();
+    let bad = |what: &str| RpcError::new(id.clone().unwrap_or(Value::Null), INVALID_REQUEST, what);
+    if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(bad("jsonrpc must be \"2.0\""));
+    }
+    if let Some(id) = &id {
+        if !(id.is_string() || id.is_i64() || id.is_u64()) {
+            return Err(RpcError::new(
+                Value::Null,
+                INVALID_REQUEST,
+                "id must be a string or an integer",
+            ));
+        }
+    }
+    let Some(method) = m.get("method") else {
+        if id.is_some() && (m.contains_key("result") || m.contains_key("error")) {
+            return Ok(Incoming::Response);
+        }
+        return Err(bad("method is required"));
+    };
+    let Some(method) = method.as_str().map(str::to_owned) else {
+        return Err(bad("method must be a string"));
+    };
+    let params = m.get("params").cloned().unwrap_or(Value::Null);
+    if !(params.is_null() || params.is_object() || params.is_array()) {
+        return Err(bad("params must be an object"));
+    }
+    Ok(match id {
+        Some(id) => Incoming::Request { id, method, params },
+        None => Incoming::Notification { method },
+    })
+}
+
+/// The tools of a `tools/list` result, each checked: a name of 1–128 characters from
+/// `[A-Za-z0-9_.-]` and an object `inputSchema`. `Err` says what is wrong, in words.
+pub fn checked_tools(result: &Value) -> Result<Vec<Value>, String> {
+    let Some(tools) = result.get("tools").and_then(Value::as_array) else {
+        return Err("its tools/list result has no tools array".into());
+    };
+    if tools.is_empty() {
+        return Err("it offers no tools".into());
+    }
+    for (i, t) in tools.iter().enumerate() {
+        let name = t.get("name").and_then(Value::as_str).unwrap_or_default();
+        let ok_name = (1..=128).contains(&name.len())
+            && name
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'));
+        if !ok_name {
+            return Err(format!("tool {i} has no valid name"));
+        }
+        if !t.get("inputSchema").is_some_and(Value::is_object) {
+            return Err(format!("tool `{name}` has no inputSchema object"));
+        }
+    }
+    Ok(tools.clone())
+}
+
+/// Whether a `tools/call` result is a success worth its price: an object with a `content`
+/// array and no `isError: true`. `Err` is why not.
+pub fn call_succeeded(result: &Value) -> Result<(), &'static str> {
+    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        return Err("the tool reported an error (isError)");
+    }
+    if !result.get("content").is_some_and(Value::is_array) {
+        return Err("the result has no content array");
+    }
+    Ok(())
+}
+
+/// Why an address may not be a tool server's (SSRF guard), or `None` for a public one.
+pub fn private_reason(ip: IpAddr) -> Option<&'static str> {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            if v4.is_loopback() {
+                Some("a loopback address")
+            } else if v4.is_unspecified() || o[0] == 0 {
+                Some("an unspecified address")
+            } else if o == [169, 254, 169, 254] || o == [100, 100, 100, 200] {
+                Some("a cloud metadata address")
+            } else if v4.is_private() {
+                Some("a private address")
+            } else if v4.is_link_local() {
+                Some("a link-local address")
+            } else if o[0] == 100 && (64..128).contains(&o[1]) {
+                Some("a carrier-grade NAT address")
+            } else if v4.is_broadcast() || v4.is_multicast() || o[0] >= 240 {
+                Some("a reserved address")
+            } else {
+                None
+            }
+        }
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            if v6.is_loopback() {
+                Some("a loopback address")
+            } else if v6.is_unspecified() {
+                Some("an unspecified address")
+            } else if s[0] == 0xfd00 && s[1..7] == [0; 6] && s[7] == 0x00fe {
+                Some("a cloud metadata address")
+            } else if s[0] & 0xfe00 == 0xfc00 {
+                Some("a unique-local address")
+            } else if s[0] & 0xffc0 == 0xfe80 {
+                Some("a link-local address")
+            } else if s[0] & 0xff00 == 0xff00 {
+                Some("a reserved address")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_names_and_shares() {
+        for ok in ["ab", "weather", "a-1", "0x", &"a".repeat(63)] {
+            assert!(valid_slug(ok), "{ok}");
+        }
+        for bad in ["a", "-ab", "Ab", "a_b", "a b", &"a".repeat(64), ""] {
+            assert!(!valid_slug(bad), "{bad}");
+        }
+        assert_eq!(
+            split_name("weather__get_forecast"),
+            Some(("weather", "get_forecast"))
+        );
+        assert_eq!(split_name("weather__"), None);
+        assert_eq!(split_name("nounderscore"), None);
+        for (price, share) in [(1, 1), (7, 6), (59, 48), (60, 48), (0, 0), (10, 8)] {
+            assert_eq!(developer_share(price, 80), share, "{price}");
+        }
+        assert_eq!(negotiate(Some("2025-03-26")), "2025-03-26");
+        assert_eq!(negotiate(Some("1999-01-01")), "2025-06-18");
+        assert_eq!(negotiate(None), "2025-06-18");
+    }
+
+    #[test]
+    fn messages_are_read_strictly() {
+        let req = parse_message(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).unwrap();
+        assert_eq!(
+            req,
+            Incoming::Request {
+                id: json!(1),
+                method: "tools/list".into(),
+                params: Value::Null
+            }
+        );
+        assert_eq!(
+            parse_message(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap(),
+            Incoming::Notification {
+                method: "notifications/initialized".into()
+            }
+        );
+        for (raw, code) in [
+            (&b"{"[..], PARSE_ERROR),
+            (b"[]", INVALID_REQUEST),
+            (
+                br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+                INVALID_REQUEST,
+            ),
+            (br#"{"id":1,"method":"ping"}"#, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":1}"#, INVALID_REQUEST),
+            (
+                br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
+                INVALID_REQUEST,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#,
+                INVALID_REQUEST,
+            ),
+        ] {
+            assert_eq!(parse_message(raw).unwrap_err().code, code, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn tools_and_results_are_judged() {
+        let good = json!({"tools":[{"name":"get_forecast","description":"d","inputSchema":{"type":"object"}}]});
+        assert_eq!(checked_tools(&good).unwrap().len(), 1);
+        assert!(checked_tools(&json!({"tools":[]})).is_err());
+        assert!(checked_tools(&json!({"tools":[{"name":"a b","inputSchema":{}}]})).is_err());
+        assert!(checked_tools(&json!({"tools":[{"name":"a"}]})).is_err());
+        assert!(checked_tools(&json!({})).is_err());
+        assert!(call_succeeded(&json!({"content":[{"type":"text","text":"x"}]})).is_ok());
+        assert!(call_succeeded(&json!({"content":[],"isError":true})).is_err());
+        assert!(call_succeeded(&json!({"structured":1})).is_err());
+    }
+
+    #[test]
+    fn private_addresses_are_named() {
+        for (ip, private) in [
+            ("127.0.0.1", true),
+            ("10.1.2.3", true),
+            ("172.16.0.1", true),
+            ("192.168.1.1", true),
+            ("169.254.169.254", true),
+            ("169.254.1.1", true),
+            ("100.64.0.1", true),
+            ("0.0.0.0", true),
+            ("::1", true),
+            ("fd00::1", true),
+            ("fe80::1", true),
+            ("::ffff:127.0.0.1", true),
+            ("8.8.8.8", false),
+            ("100.128.0.1", false),
+            ("2606:4700::1111", false),
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert_eq!(private_reason(ip).is_some(), private, "{ip}");
+        }
+    }
+}

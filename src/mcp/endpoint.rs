@@ -1,0 +1,322 @@
+//! The agent endpoint, MCP Streamable HTTP: `POST /mcp` offers the tools of every live service
+//! as `{slug}__{tool}`; `POST /mcp/{slug}` offers one service's tools under their own names and
+//! passes its other methods through, unbilled. Stateless: no session id is issued, so any
+//! instance answers any request (nothing is pinned to the replica that saw `initialize`).
+//! Replies are single JSON objects (`application/json`), which the transport allows for every
+//! request; notifications and responses get 202.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use pingora::proxy::Session;
+use serde_json::{json, Value};
+use tollgate_filters::mcp::{
+    call_succeeded, joined_name, negotiate, parse_message, result_json, Incoming, RpcError,
+    INSUFFICIENT_CREDITS, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RATE_LIMITED,
+    UPSTREAM_ERROR,
+};
+use tollgate_filters::{ErrorKind, GatewayError};
+
+use super::upstream::Upstream;
+use crate::ledger::mcp::Service;
+use crate::metering::tool::{self, ToolCall};
+use crate::metering::Hold;
+use crate::proxy::caller::{self, Caller};
+use crate::proxy::ctx::RequestCtx;
+use crate::proxy::{body, respond};
+use crate::runtime::Shared;
+
+/// `POST /mcp` (`slug` None) and `POST /mcp/{slug}`.
+pub async fn handle(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    slug: Option<&str>,
+) -> Result<(), GatewayError> {
+    let caller = caller::authenticate(shared, session, false).await?;
+    let Caller::Key(key) = &caller else {
+        return Err(GatewayError::new(
+            ErrorKind::Authentication,
+            "the MCP endpoint needs an API key: send Authorization: Bearer <API key>",
+        ));
+    };
+    let rt = shared.runtime.load_full();
+    let raw = body::read(
+        session,
+        rt.config.server.max_body_bytes,
+        rt.config.timeouts.request_body,
+    )
+    .await?;
+    let (id, method, params) = match parse_message(&raw) {
+        Ok(Incoming::Request { id, method, params }) => (id, method, params),
+        Ok(Incoming::Notification { .. } | Incoming::Response) => {
+            respond::send(session, ctx, 202, "application/json", Vec::new(), &[]).await;
+            return Ok(());
+        }
+        Err(e) => {
+            respond::send(session, ctx, 400, "application/json", e.to_json(), &[]).await;
+            return Ok(());
+        }
+    };
+    let services = live(shared).await?;
+    let scope: Vec<&Service> = match slug {
+        Some(s) => {
+            let found: Vec<&Service> = services.iter().filter(|x| x.slug == s).collect();
+            if found.is_empty() {
+                return Err(GatewayError::new(
+                    ErrorKind::NotFound,
+                    format!("no live tool server `{s}`"),
+                ));
+            }
+            found
+        }
+        None => services.iter().collect(),
+    };
+    let answer = match method.as_str() {
+        "initialize" => Ok(json!({
+            "protocolVersion": negotiate(params.get("protocolVersion").and_then(Value::as_str)),
+            "capabilities": {"tools": {"listChanged": false}},
+            "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
+        })),
+        "ping" => Ok(json!({})),
+        "tools/list" => Ok(json!({"tools": list(&scope, slug.is_some())})),
+        "tools/call" => {
+            let call = Call {
+                shared,
+                id: &id,
+                params: &params,
+                account: &key.account_id,
+                key: &key.key_id,
+            };
+            call.run(session, ctx, &caller, &scope, slug.is_some())
+                .await
+        }
+        other => match scope.first().filter(|_| slug.is_some()) {
+            // One service's own methods (resources, prompts, completion, logging) as it answers them.
+            Some(s) => forward(shared, s, other, params).await,
+            None => Err(RpcError::new(
+                id.clone(),
+                METHOD_NOT_FOUND,
+                format!("method `{other}` is not offered at /mcp"),
+            )),
+        },
+    };
+    let bytes = match answer {
+        Ok(result) => result_json(&id, &result),
+        Err(mut e) => {
+            e.id = id.clone();
+            e.to_json()
+        }
+    };
+    respond::send(session, ctx, 200, "application/json", bytes, &[]).await;
+    Ok(())
+}
+
+/// The live services, from this instance's short cache or the ledger.
+async fn live(shared: &Shared) -> Result<Arc<Vec<Service>>, GatewayError> {
+    if let Some(l) = shared.mcp.live() {
+        return Ok(l);
+    }
+    let l = Arc::new(shared.ledger()?.services(None, Some("live")).await?);
+    shared.mcp.set_live(l.clone());
+    Ok(l)
+}
+
+/// The tools offered: each service's cached list, named `{slug}__{tool}` on `/mcp`.
+fn list(scope: &[&Service], own_names: bool) -> Vec<Value> {
+    let mut out = Vec::new();
+    for s in scope {
+        for t in s.tools.as_array().into_iter().flatten() {
+            let mut t = t.clone();
+            if !own_names {
+                let name = t["name"].as_str().unwrap_or_default().to_owned();
+                t["name"] = joined_name(&s.slug, &name).into();
+            }
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// A method of one service passed through unbilled: its response's `result` or `error`.
+async fn forward(
+    shared: &Shared,
+    s: &Service,
+    method: &str,
+    params: Value,
+) -> Result<Value, RpcError> {
+    let timeout = shared.runtime.load().config.mcp.call_timeout;
+    let up_err = |why: String| {
+        RpcError::new(
+            Value::Null,
+            UPSTREAM_ERROR,
+            format!("tool server `{}` {why}", s.slug),
+        )
+    };
+    let up = Upstream::resolve(shared, &s.upstream_url, timeout)
+        .await
+        .map_err(|f| up_err(f.0))?;
+    let reply = up.request(method, params).await.map_err(|f| up_err(f.0))?;
+    passthrough(reply)
+}
+
+/// An upstream response as ours: its result, or its error with its own code and message.
+fn passthrough(reply: Value) -> Result<Value, RpcError> {
+    if let Some(e) = reply.get("error") {
+        let mut err = RpcError::new(
+            Value::Null,
+            e["code"].as_i64().unwrap_or(INTERNAL_ERROR),
+            e["message"].as_str().unwrap_or("error"),
+        );
+        err.data = e.get("data").cloned();
+        return Err(err);
+    }
+    Ok(reply.get("result").cloned().unwrap_or(Value::Null))
+}
+
+/// One `tools/call`.
+struct Call<'a> {
+    shared: &'a Shared,
+    id: &'a Value,
+    params: &'a Value,
+    account: &'a str,
+    key: &'a str,
+}
+
+impl Call<'_> {
+    async fn run(
+        &self,
+        session: &Session,
+        ctx: &mut RequestCtx,
+        caller: &Caller,
+        scope: &[&Service],
+        own_names: bool,
+    ) -> Result<Value, RpcError> {
+        let err = |code, msg: String| RpcError::new(self.id.clone(), code, msg);
+        let Some(name) = self.params.get("name").and_then(Value::as_str) else {
+            return Err(err(
+                INVALID_PARAMS,
+                "params.name: the tool's name is required".into(),
+            ));
+        };
+        let found = if own_names {
+            scope.first().map(|s| (*s, name))
+        } else {
+            tollgate_filters::mcp::split_name(name)
+                .and_then(|(slug, tool)| scope.iter().find(|s| s.slug == slug).map(|s| (*s, tool)))
+        };
+        let known = |s: &Service, tool: &str| {
+            s.tools
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|t| t["name"] == tool)
+        };
+        let Some((service, tool)) = found.filter(|(s, t)| known(s, t)) else {
+            return Err(err(INVALID_PARAMS, format!("unknown tool `{name}`")));
+        };
+        if !self
+            .params
+            .get("arguments")
+            .is_none_or(|a| a.is_object() || a.is_null())
+        {
+            return Err(err(
+                INVALID_PARAMS,
+                "params.arguments: must be an object".into(),
+            ));
+        }
+        // The call counts against the caller's plan like a chat request.
+        if let Err(e) = caller::admit(self.shared, session, ctx, caller).await {
+            let retry = e.retry_after().unwrap_or(1);
+            return Err(err(RATE_LIMITED, e.message)
+                .with_data(json!({"type": "rate_limit_exceeded", "retry_after": retry})));
+        }
+        let rt = self.shared.runtime.load_full();
+        let facts = ToolCall {
+            request_id: &ctx.request_id,
+            account_id: self.account,
+            key_id: self.key,
+            slug: &service.slug,
+            tool,
+            developer_id: &service.owner_id,
+            price: service.default_credits.max(0) as u64,
+            share_percent: rt.config.mcp.developer_share_percent,
+        };
+        let internal = |e: String| err(INTERNAL_ERROR, e);
+        let meter = self.shared.meter().map_err(|e| internal(e.message))?;
+        let hold = match tool::hold(&meter, &facts)
+            .await
+            .map_err(|e| internal(e.to_string()))?
+        {
+            Hold::Placed { hold, .. } => hold,
+            Hold::Refused { .. } => {
+                self.outcome(&service.slug, "refused");
+                return Err(err(
+                    INSUFFICIENT_CREDITS,
+                    format!(
+                        "the credit balance cannot pay {} credits for `{name}`",
+                        facts.price
+                    ),
+                )
+                .with_data(json!({"type": "insufficient_credits", "code": 402})));
+            }
+        };
+        let started = Instant::now();
+        let mut params = self.params.clone();
+        params["name"] = tool.into();
+        let timeout = rt.config.mcp.call_timeout;
+        let reply = match Upstream::resolve(self.shared, &service.upstream_url, timeout).await {
+            Ok(up) => up.request("tools/call", params).await,
+            Err(f) => Err(f),
+        };
+        let elapsed = started.elapsed();
+        self.shared
+            .metrics
+            .mcp_call_latency
+            .with_label_values(&[&service.slug])
+            .observe(elapsed.as_secs_f64());
+        let (answer, ok, status, outcome) = match reply {
+            Err(f) => (
+                Err(err(
+                    UPSTREAM_ERROR,
+                    format!("tool server `{}` {f}", service.slug),
+                )),
+                false,
+                502,
+                "upstream_error",
+            ),
+            Ok(reply) => match passthrough(reply) {
+                Err(mut e) => {
+                    e.id = self.id.clone();
+                    (Err(e), false, 422, "rpc_error")
+                }
+                Ok(result) => match call_succeeded(&result) {
+                    Ok(()) => (Ok(result), true, 200, "ok"),
+                    // The agent sees the tool's own error; it is not charged for it.
+                    Err(_) => (Ok(result), false, 422, "tool_error"),
+                },
+            },
+        };
+        self.outcome(&service.slug, outcome);
+        let latency = elapsed.as_millis() as i64;
+        if tool::settle(&meter, hold, &facts, ok, status, latency)
+            .await
+            .is_none()
+            && ok
+        {
+            // The ledger failed: the hold expires and is refunded; the agent still gets its
+            // result (the developer is not paid for it, nobody is charged twice).
+            tracing::error!(request_id = %ctx.request_id, slug = %service.slug, "tool call settlement failed");
+        }
+        ctx.status = status;
+        answer
+    }
+
+    fn outcome(&self, slug: &str, outcome: &str) {
+        self.shared
+            .metrics
+            .mcp_calls
+            .with_label_values(&[slug, outcome])
+            .inc();
+    }
+}

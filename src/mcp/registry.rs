@@ -1,0 +1,351 @@
+//! Tool servers' registration and life (DESIGN.md, Rules: MCP): a developer registers a server
+//! (`POST /api/v1/mcp/services`, checked live), lists and changes their own; the operator lists,
+//! approves, rejects, suspends and resumes (admin API), and may register first-party servers,
+//! which the third-party price cap does not bind. Earnings are read here too.
+
+use pingora::proxy::Session;
+use serde_json::{json, Map, Value};
+use tollgate_filters::credits::to_credits;
+use tollgate_filters::mcp::{checked_tools, valid_slug};
+use tollgate_filters::{ErrorKind, GatewayError};
+
+use super::upstream::Upstream;
+use crate::ledger::mcp::Service;
+use crate::proxy::body;
+use crate::proxy::caller::Caller;
+use crate::proxy::ctx::RequestCtx;
+use crate::proxy::respond;
+use crate::runtime::Shared;
+
+const MAX_BODY: usize = 16 * 1024;
+
+/// The service as its owner and the operator see it.
+pub fn service_json(s: &Service) -> Value {
+    let tools: Vec<&str> = s
+        .tools
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    json!({"id": s.id, "slug": s.slug, "name": s.name, "description": s.description,
+        "upstream_url": s.upstream_url, "default_credits": s.default_credits, "status": s.status,
+        "first_party": s.first_party, "owner_id": s.owner_id, "tools": tools,
+        "created_at": s.created_at / 1000, "updated_at": s.updated_at / 1000})
+}
+
+/// The live check: `initialize`, `notifications/initialized`, `tools/list`; the tools, or 422
+/// `tool_server_check_failed` with the reason in words. An address the SSRF guard refuses is
+/// the client's mistake (400).
+pub async fn live_check(shared: &Shared, url: &str) -> Result<Value, GatewayError> {
+    let timeout = shared.runtime.load().config.mcp.call_timeout;
+    let failed = |why: String| {
+        GatewayError::new(
+            ErrorKind::ToolServerCheckFailed,
+            format!("the tool server at upstream_url failed the live check: it {why}"),
+        )
+    };
+    let up = Upstream::resolve(shared, url, timeout)
+        .await
+        .map_err(|f| GatewayError::invalid(format!("upstream_url: {f}")))?;
+    // A fresh session: the check must see the server as it is now.
+    shared.mcp.drop_session(url);
+    up.initialize().await.map_err(|f| failed(f.0))?;
+    let reply = up
+        .request("tools/list", json!({}))
+        .await
+        .map_err(|f| failed(f.0))?;
+    if let Some(e) = reply.get("error") {
+        let msg = e["message"].as_str().unwrap_or("an error");
+        return Err(failed(format!(
+            "answered tools/list with a JSON-RPC error ({msg})"
+        )));
+    }
+    let tools =
+        checked_tools(&reply["result"]).map_err(|why| failed(why.replacen("its ", "", 1)))?;
+    Ok(Value::Array(tools))
+}
+
+fn price(m: &Map<String, Value>, cap: Option<u64>) -> Result<i64, GatewayError> {
+    let bad = |what: String| GatewayError::invalid(format!("default_credits: {what}"));
+    let Some(p) = m
+        .get("default_credits")
+        .and_then(Value::as_u64)
+        .filter(|p| *p <= 1_000_000)
+    else {
+        return Err(bad("must be a whole number of credits, 0 or more".into()));
+    };
+    if let Some(cap) = cap.filter(|c| p > *c) {
+        return Err(bad(format!(
+            "must be at most {cap} for a third-party tool server"
+        )));
+    }
+    Ok(p as i64)
+}
+
+fn url(m: &Map<String, Value>) -> Result<String, GatewayError> {
+    let u = body::string(m, "upstream_url")?;
+    if !(u.starts_with("http://") || u.starts_with("https://")) || u.len() > 2048 {
+        return Err(GatewayError::invalid(
+            "upstream_url: must be an http:// or https:// URL of at most 2048 bytes",
+        ));
+    }
+    crate::config::EndpointUrl::parse(u)
+        .map_err(|e| GatewayError::invalid(format!("upstream_url: {e}")))?;
+    Ok(u.to_owned())
+}
+
+/// `POST /api/v1/mcp/services` (key or session) and, with `first_party`, the admin's
+/// `POST /api/v1/admin/mcp/services` (naming the owning account; no price cap).
+pub async fn register(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    owner: Option<&str>,
+) -> Result<(), GatewayError> {
+    let rt = shared.runtime.load_full();
+    let m = body::json_object(session, MAX_BODY, rt.config.timeouts.request_body).await?;
+    let first_party = owner.is_none();
+    let owner = match owner {
+        Some(o) => o.to_owned(),
+        None => body::string(&m, "owner_id")?.to_owned(),
+    };
+    let slug = body::string(&m, "slug")?;
+    if !valid_slug(slug) {
+        return Err(GatewayError::invalid(
+            "slug: must match ^[a-z0-9][a-z0-9-]{1,62}$ (lower-case letters, digits and dashes)",
+        ));
+    }
+    let cap = (!first_party).then_some(rt.config.mcp.max_third_party_credits);
+    let price = price(&m, cap)?;
+    let upstream_url = url(&m)?;
+    let name = body::opt_string(&m, "name")?.map(str::to_owned);
+    let description = body::opt_string(&m, "description")?.map(str::to_owned);
+    for (f, v) in [("name", &name), ("description", &description)] {
+        if v.as_ref().is_some_and(|v| v.len() > 4096) {
+            return Err(GatewayError::invalid(format!(
+                "{f}: must be at most 4096 bytes"
+            )));
+        }
+    }
+    let ledger = shared.ledger()?;
+    if ledger.account(&owner).await?.is_none() {
+        return Err(GatewayError::invalid("owner_id: no such account"));
+    }
+    if ledger.service(slug).await?.is_some() {
+        return Err(GatewayError::new(
+            ErrorKind::Conflict,
+            format!("slug: `{slug}` is taken"),
+        ));
+    }
+    let tools = live_check(shared, &upstream_url).await?;
+    let now = crate::clock::now_ms();
+    let service = Service {
+        id: format!("svc_{}", crate::accounts::random_id(16)?),
+        slug: slug.to_owned(),
+        owner_id: owner,
+        name,
+        description,
+        upstream_url,
+        default_credits: price,
+        status: "pending".into(),
+        first_party,
+        tools,
+        created_at: now,
+        updated_at: now,
+    };
+    if !ledger.create_service(&service).await? {
+        return Err(GatewayError::new(
+            ErrorKind::Conflict,
+            format!("slug: `{slug}` is taken"),
+        ));
+    }
+    shared
+        .metrics
+        .mcp_events
+        .with_label_values(&[slug, "registered"])
+        .inc();
+    respond::json(session, ctx, 201, &service_json(&service), &[]).await;
+    Ok(())
+}
+
+/// `GET /api/v1/mcp/services`: the caller's own services, never another's.
+pub async fn list_own(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    caller: &Caller,
+) -> Result<(), GatewayError> {
+    let owner = caller.account()?;
+    let list = shared.ledger()?.services(Some(owner), None).await?;
+    let data: Vec<Value> = list.iter().map(service_json).collect();
+    respond::json(session, ctx, 200, &json!({"data": data}), &[]).await;
+    Ok(())
+}
+
+/// `PATCH /api/v1/mcp/services/{slug}`: the owner changes the price and/or the URL (a new URL
+/// is checked live again and sends the service back to `pending`).
+pub async fn update(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    caller: &Caller,
+    slug: &str,
+) -> Result<(), GatewayError> {
+    let owner = caller.account()?.to_owned();
+    let rt = shared.runtime.load_full();
+    let m = body::json_object(session, MAX_BODY, rt.config.timeouts.request_body).await?;
+    let ledger = shared.ledger()?;
+    let not_found =
+        || GatewayError::new(ErrorKind::NotFound, format!("no service `{slug}` of yours"));
+    let current = ledger
+        .service(slug)
+        .await?
+        .filter(|s| s.owner_id == owner)
+        .ok_or_else(not_found)?;
+    let price = match m.get("default_credits") {
+        None | Some(Value::Null) => None,
+        Some(_) => {
+            let cap = (!current.first_party).then_some(rt.config.mcp.max_third_party_credits);
+            Some(self::price(&m, cap)?)
+        }
+    };
+    let new_url = match m.get("upstream_url") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(url(&m)?),
+    };
+    if price.is_none() && new_url.is_none() {
+        return Err(GatewayError::invalid(
+            "body: give default_credits and/or upstream_url",
+        ));
+    }
+    let checked = match &new_url {
+        Some(u) => Some((u.as_str(), live_check(shared, u).await?)),
+        None => None,
+    };
+    let url_tools = checked.as_ref().map(|(u, t)| (*u, t));
+    let now = crate::clock::now_ms();
+    let s = ledger
+        .update_service(slug, &owner, price, url_tools, now)
+        .await?
+        .ok_or_else(not_found)?;
+    shared.mcp.invalidate();
+    respond::json(session, ctx, 200, &service_json(&s), &[]).await;
+    Ok(())
+}
+
+/// The admin's moves: which states each leaves from and where it goes.
+fn transition(action: &str) -> Option<(&'static [&'static str], &'static str)> {
+    Some(match action {
+        "approve" => (&["pending"], "live"),
+        "reject" => (&["pending"], "rejected"),
+        "suspend" => (&["live"], "suspended"),
+        "resume" => (&["suspended"], "live"),
+        _ => return None,
+    })
+}
+
+/// `POST /api/v1/admin/mcp/services/{slug}/{action}`. Approval and resumption check the server
+/// live again and refresh its cached tools; a server failing that check stays where it was.
+pub async fn admin_move(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    slug: &str,
+    action: &str,
+) -> Result<(), GatewayError> {
+    let (from, to) = transition(action).ok_or_else(|| {
+        GatewayError::new(ErrorKind::NotFound, format!("no admin action `{action}`"))
+    })?;
+    let ledger = shared.ledger()?;
+    let current = ledger
+        .service(slug)
+        .await?
+        .ok_or_else(|| GatewayError::new(ErrorKind::NotFound, format!("no service `{slug}`")))?;
+    if !from.contains(&current.status.as_str()) {
+        return Err(GatewayError::new(
+            ErrorKind::Conflict,
+            format!(
+                "status: `{slug}` is {}; {action} needs {}",
+                current.status,
+                from.join(" or ")
+            ),
+        ));
+    }
+    let tools = if to == "live" {
+        Some(live_check(shared, &current.upstream_url).await?)
+    } else {
+        None
+    };
+    let now = crate::clock::now_ms();
+    let s = ledger
+        .set_service_status(slug, from, to, tools.as_ref(), now)
+        .await?
+        .ok_or_else(|| {
+            GatewayError::new(
+                ErrorKind::Conflict,
+                format!("status: `{slug}` changed meanwhile"),
+            )
+        })?;
+    shared.mcp.invalidate();
+    shared
+        .metrics
+        .mcp_events
+        .with_label_values(&[slug, action])
+        .inc();
+    respond::json(session, ctx, 200, &service_json(&s), &[]).await;
+    Ok(())
+}
+
+/// `GET /api/v1/admin/mcp/services?status=…`
+pub async fn admin_list(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<(), GatewayError> {
+    let query = session.req_header().uri.query().unwrap_or("").to_owned();
+    let status = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("status="))
+        .filter(|s| !s.is_empty());
+    if let Some(s) = status {
+        if !["pending", "live", "rejected", "suspended"].contains(&s) {
+            return Err(GatewayError::invalid(
+                "status: must be pending, live, rejected or suspended",
+            ));
+        }
+    }
+    let list = shared.ledger()?.services(None, status).await?;
+    let data: Vec<Value> = list.iter().map(service_json).collect();
+    respond::json(session, ctx, 200, &json!({"data": data}), &[]).await;
+    Ok(())
+}
+
+/// `GET /api/v1/mcp/earnings`: credits earned from paid calls of the caller's services. They are
+/// in the caller's balance already (each paid call credits it, with a `credit_ledger` entry).
+pub async fn earnings(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    caller: &Caller,
+) -> Result<(), GatewayError> {
+    let dev = caller.account()?;
+    let ledger = shared.ledger()?;
+    // Leased tool calls of this instance are written first, so the figures are exact here.
+    drop(shared.leases.flush_all(ledger).await);
+    let e = ledger.earnings(dev).await?;
+    let services: Vec<Value> = e
+        .services
+        .iter()
+        .map(|(slug, calls, earned)| json!({"slug": slug, "calls": calls, "credits_earned": to_credits(*earned)}))
+        .collect();
+    let recent: Vec<Value> = e
+        .recent
+        .iter()
+        .map(|(id, slug, tool, earned, at)| json!({"request_id": id, "slug": slug, "tool": tool, "credits_earned": to_credits(*earned), "created_at": at / 1000}))
+        .collect();
+    let v = json!({"total_credits_earned": to_credits(e.total_credits), "total_calls": e.total_calls,
+        "services": services, "recent": recent});
+    respond::json(session, ctx, 200, &v, &[]).await;
+    Ok(())
+}

@@ -1,0 +1,289 @@
+//! The gateway as an MCP client of a tool server (Streamable HTTP): one JSON-RPC message per
+//! POST, the reply as JSON or as an SSE stream (read up to the response with the request's id),
+//! `Mcp-Session-Id` and `MCP-Protocol-Version` kept per upstream URL and re-initialised when the
+//! server answers 404. Plain JSON-RPC handlers with no `initialize` are called without a session.
+//!
+//! Every connection goes to the address the host resolved to and was checked against (the SSRF
+//! guard), so a DNS answer cannot change between the check and the connect. Replies are read
+//! into a bounded buffer: past `[mcp] max_result_bytes` the read stops.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use pingora::http::RequestHeader;
+use pingora::upstreams::peer::HttpPeer;
+use serde_json::{json, Value};
+use tollgate_filters::mcp::{private_reason, PROTOCOL_VERSIONS};
+use tollgate_filters::sse::SseDecoder;
+
+use super::cache::UpstreamSession;
+use crate::config::EndpointUrl;
+use crate::runtime::Shared;
+
+/// Why a tool server could not be used, in words a client may read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure(pub String);
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn fail(what: impl Into<String>) -> Failure {
+    Failure(what.into())
+}
+
+/// One tool server, as the gateway reaches it.
+pub struct Upstream<'a> {
+    shared: &'a Shared,
+    url: EndpointUrl,
+    /// The upstream URL as registered: the key of its session.
+    key: String,
+    addr: SocketAddr,
+    deadline: Instant,
+    max_bytes: usize,
+}
+
+/// What one POST answered.
+struct Answer {
+    status: u16,
+    session: Option<String>,
+    /// The JSON-RPC response to the request (absent for a notification's 202).
+    message: Option<Value>,
+}
+
+impl<'a> Upstream<'a> {
+    /// Resolves the URL's host and applies the SSRF guard to the address it will connect to.
+    pub async fn resolve(
+        shared: &'a Shared,
+        url: &str,
+        timeout: Duration,
+    ) -> Result<Upstream<'a>, Failure> {
+        let parsed = EndpointUrl::parse(url).map_err(|e| fail(format!("upstream_url {e}")))?;
+        let rt = shared.runtime.load();
+        let mcp = &rt.config.mcp;
+        let deadline = Instant::now() + timeout;
+        let lookup = tokio::net::lookup_host((parsed.host.clone(), parsed.port));
+        let mut addrs = match tokio::time::timeout(timeout, lookup).await {
+            Ok(Ok(a)) => a,
+            Ok(Err(e)) => return Err(fail(format!("its host does not resolve ({e})"))),
+            Err(_) => return Err(fail("its host did not resolve in time")),
+        };
+        let addr = addrs
+            .next()
+            .ok_or_else(|| fail("its host has no address"))?;
+        if !mcp.allow_private_upstreams {
+            if let Some(why) = private_reason(addr.ip()) {
+                return Err(fail(format!(
+                    "its host resolves to {why} ({}), which tool servers may not use",
+                    addr.ip()
+                )));
+            }
+        }
+        Ok(Upstream {
+            shared,
+            key: url.to_owned(),
+            url: parsed,
+            addr,
+            deadline,
+            max_bytes: mcp.max_result_bytes,
+        })
+    }
+
+    fn left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// Sends one JSON-RPC request (initialising a session first when there is none) and
+    /// returns its response object (`result` or `error`).
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, Failure> {
+        let mut session = match self.shared.mcp.session(&self.key) {
+            Some(s) => s,
+            None => self.initialize().await?,
+        };
+        for attempt in 0..2 {
+            let msg = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+            let a = self.post(&msg, Some(&session)).await?;
+            match (a.status, a.message) {
+                (404, _) if attempt == 0 && session.id.is_some() => {
+                    // The server forgot our session (restart, expiry): start another once.
+                    self.shared.mcp.drop_session(&self.key);
+                    session = self.initialize().await?;
+                }
+                (200..=299, Some(m)) => return Ok(m),
+                (200..=299, None) => return Err(fail("answered without a JSON-RPC response")),
+                (s, _) => return Err(fail(format!("answered HTTP {s}"))),
+            }
+        }
+        Err(fail("kept refusing its session"))
+    }
+
+    /// `initialize` and `notifications/initialized`; a server that refuses `initialize` with a
+    /// JSON-RPC error is a plain handler and is called without a session.
+    pub async fn initialize(&self) -> Result<UpstreamSession, Failure> {
+        let msg = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL_VERSIONS[0],
+            "capabilities": {},
+            "clientInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")}}});
+        let a = self.post(&msg, None).await?;
+        let plain = UpstreamSession {
+            id: None,
+            version: PROTOCOL_VERSIONS[0].to_owned(),
+        };
+        let session = match (a.status, &a.message) {
+            (200..=299, Some(m)) if m.get("result").is_some() => UpstreamSession {
+                id: a.session,
+                version: m["result"]["protocolVersion"]
+                    .as_str()
+                    .unwrap_or(PROTOCOL_VERSIONS[0])
+                    .to_owned(),
+            },
+            (200..=299, Some(m)) if m.get("error").is_some() => plain,
+            // Some plain handlers answer an unknown method with an HTTP error.
+            (400 | 404 | 405, _) => plain,
+            (s, _) => return Err(fail(format!("answered initialize with HTTP {s}"))),
+        };
+        if session.id.is_some() || a.status == 200 {
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            self.post(&note, Some(&session)).await?;
+        }
+        self.shared.mcp.set_session(&self.key, session.clone());
+        Ok(session)
+    }
+
+    async fn post(
+        &self,
+        msg: &Value,
+        session: Option<&UpstreamSession>,
+    ) -> Result<Answer, Failure> {
+        let left = self.left();
+        match tokio::time::timeout(left, self.exchange(msg, session)).await {
+            Ok(r) => r,
+            Err(_) => Err(fail("did not answer in time")),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        msg: &Value,
+        session: Option<&UpstreamSession>,
+    ) -> Result<Answer, Failure> {
+        let body = serde_json::to_vec(msg).unwrap_or_default();
+        let sni = if self.url.tls {
+            self.url.host.clone()
+        } else {
+            String::new()
+        };
+        let mut peer = HttpPeer::new(self.addr, self.url.tls, sni);
+        peer.options.connection_timeout = Some(self.left());
+        peer.options.read_timeout = Some(self.left());
+        let path = if self.url.base_path.is_empty() {
+            "/"
+        } else {
+            self.url.base_path.as_str()
+        };
+        let header = (|| -> pingora::Result<Box<RequestHeader>> {
+            let mut h = RequestHeader::build("POST", path.as_bytes(), Some(8))?;
+            h.insert_header("Host", self.url.authority())?;
+            h.insert_header("Content-Type", "application/json")?;
+            h.insert_header("Accept", "application/json, text/event-stream")?;
+            h.insert_header("Content-Length", body.len().to_string())?;
+            if let Some(s) = session {
+                h.insert_header("MCP-Protocol-Version", s.version.as_str())?;
+                if let Some(id) = &s.id {
+                    h.insert_header("Mcp-Session-Id", id.as_str())?;
+                }
+            }
+            Ok(Box::new(h))
+        })()
+        .map_err(|e| fail(format!("could not be asked ({e})")))?;
+        let connector = &self.shared.connector;
+        let (mut up, _) = connector
+            .get_http_session(&peer)
+            .await
+            .map_err(|_| fail("could not be connected to"))?;
+        let sent = async {
+            up.write_request_header(header).await?;
+            up.write_request_body(body.into(), true).await?;
+            up.finish_request_body().await?;
+            up.read_response_header().await
+        }
+        .await;
+        sent.map_err(|_| fail("dropped the connection"))?;
+        let head = up
+            .response_header()
+            .ok_or_else(|| fail("sent no response head"))?;
+        let status = head.status.as_u16();
+        let header = |n: &str| {
+            head.headers
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let session_id = header("mcp-session-id");
+        let sse = header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
+        let want_id = msg.get("id").cloned();
+        let mut buf = BytesMut::new();
+        let mut decoder = SseDecoder::new(self.max_bytes);
+        let mut events = Vec::new();
+        let mut found = None;
+        loop {
+            match up.read_response_body().await {
+                Ok(Some(b)) => {
+                    if buf.len() + b.len() >= self.max_bytes {
+                        return Err(fail(format!(
+                            "sent a reply of {} bytes or more (the limit)",
+                            self.max_bytes
+                        )));
+                    }
+                    if sse {
+                        decoder
+                            .push(&b, &mut events)
+                            .map_err(|e| fail(format!("sent an invalid event stream ({e})")))?;
+                        // The response to our id ends what we need of the stream; notifications
+                        // and server requests on the way are not ours to answer.
+                        found = events.drain(..).find_map(|e| {
+                            let v: Value = serde_json::from_str(&e.data).ok()?;
+                            (v.get("id") == want_id.as_ref()
+                                && (v.get("result").is_some() || v.get("error").is_some()))
+                            .then_some(v)
+                        });
+                        if found.is_some() {
+                            break;
+                        }
+                    }
+                    buf.extend_from_slice(&b);
+                }
+                Ok(None) => break,
+                Err(_) => return Err(fail("dropped the connection mid-reply")),
+            }
+        }
+        let message = if sse {
+            found
+        } else if buf.is_empty() || !(200..300).contains(&status) {
+            None
+        } else {
+            let v: Value =
+                serde_json::from_slice(&buf).map_err(|_| fail("sent a reply that is not JSON"))?;
+            if v.get("jsonrpc").and_then(Value::as_str) != Some("2.0")
+                || !(v.get("result").is_some() || v.get("error").is_some())
+            {
+                return Err(fail("sent a reply that is not a JSON-RPC response"));
+            }
+            Some(v)
+        };
+        if !sse && message.is_some() {
+            self.shared
+                .connector
+                .release_http_session(up, &peer, Some(Duration::from_secs(30)))
+                .await;
+        }
+        Ok(Answer {
+            status,
+            session: session_id,
+            message,
+        })
+    }
+}

@@ -1,0 +1,244 @@
+//! A fake MCP tool server (Streamable HTTP, JSON-RPC 2.0): two tools, `echo` and `add`, a
+//! session id from `initialize` that later requests must carry, and every way a tool server
+//! fails a call ([`ToolMode`]). Replies are JSON, or SSE with [`FakeToolServer::sse`].
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::openai::read_request;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolMode {
+    Ok,
+    /// `tools/call` answers HTTP 500.
+    Fail,
+    /// `tools/call` never answers.
+    Hang,
+    /// `tools/call` answers a JSON-RPC error.
+    RpcError,
+    /// `tools/call` answers a result with `isError: true`.
+    IsError,
+    /// `tools/call` answers a 6 MB result.
+    Huge,
+}
+
+struct State {
+    mode: Mutex<ToolMode>,
+    /// Answer `initialize` with "method not found" and need no session (a plain handler).
+    plain: bool,
+    sse: bool,
+    sessions: Mutex<Vec<String>>,
+    calls: AtomicUsize,
+    /// Forget every session (a restart): the next request with one gets 404.
+    forget: AtomicBool,
+    /// Offer no tools.
+    empty: bool,
+}
+
+#[derive(Clone)]
+pub struct FakeToolServer {
+    pub addr: SocketAddr,
+    state: Arc<State>,
+}
+
+impl FakeToolServer {
+    pub async fn start() -> FakeToolServer {
+        Self::start_with(false, false, false).await
+    }
+
+    /// A plain JSON-RPC handler: no `initialize`, no session.
+    pub async fn plain() -> FakeToolServer {
+        Self::start_with(true, false, false).await
+    }
+
+    /// Replies as SSE streams.
+    pub async fn sse() -> FakeToolServer {
+        Self::start_with(false, true, false).await
+    }
+
+    /// Offers no tools (fails the live check).
+    pub async fn empty() -> FakeToolServer {
+        Self::start_with(false, false, true).await
+    }
+
+    async fn start_with(plain: bool, sse: bool, empty: bool) -> FakeToolServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
+        let addr = listener.local_addr().expect("addr");
+        let state = Arc::new(State {
+            mode: Mutex::new(ToolMode::Ok),
+            plain,
+            sse,
+            sessions: Mutex::new(Vec::new()),
+            calls: AtomicUsize::new(0),
+            forget: AtomicBool::new(false),
+            empty,
+        });
+        let st = state.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                let st = st.clone();
+                tokio::spawn(async move {
+                    let _ = serve(sock, st).await;
+                });
+            }
+        });
+        FakeToolServer { addr, state }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    pub fn set_mode(&self, m: ToolMode) {
+        *self.state.mode.lock().unwrap() = m;
+    }
+
+    /// `tools/call` requests received.
+    pub fn calls(&self) -> usize {
+        self.state.calls.load(Ordering::SeqCst)
+    }
+
+    /// Forgets its sessions, as a restarted server does.
+    pub fn forget_sessions(&self) {
+        self.state.forget.store(true, Ordering::SeqCst);
+        self.state.sessions.lock().unwrap().clear();
+    }
+}
+
+async fn reply(
+    sock: &mut TcpStream,
+    status: u16,
+    body: &Value,
+    sse: bool,
+    session: Option<&str>,
+) -> std::io::Result<()> {
+    let text = body.to_string();
+    let (ctype, payload) = if sse {
+        (
+            "text/event-stream",
+            format!("event: message\ndata: {text}\n\n"),
+        )
+    } else {
+        ("application/json", text)
+    };
+    let sid = session
+        .map(|s| format!("Mcp-Session-Id: {s}\r\n"))
+        .unwrap_or_default();
+    let head = format!(
+        "HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\n{sid}Content-Length: {}\r\n\r\n",
+        payload.len()
+    );
+    sock.write_all(head.as_bytes()).await?;
+    sock.write_all(payload.as_bytes()).await
+}
+
+fn tools() -> Value {
+    json!([
+        {"name": "echo", "description": "Echoes its text", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+        {"name": "add", "description": "Adds two numbers", "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}}
+    ])
+}
+
+async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    while let Some(req) = read_request(&mut sock, &mut buf).await {
+        let msg = req.json();
+        let id = msg.get("id").cloned();
+        let method = msg["method"].as_str().unwrap_or_default().to_string();
+        let Some(id) = id else {
+            // A notification.
+            sock.write_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+                .await?;
+            continue;
+        };
+        let ok = |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
+        let error = |code: i64, message: &str| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+        if method == "initialize" {
+            if st.plain {
+                reply(
+                    &mut sock,
+                    200,
+                    &error(-32601, "method not found"),
+                    false,
+                    None,
+                )
+                .await?;
+            } else {
+                let sid = format!("sess-{}", st.sessions.lock().unwrap().len() + 1);
+                st.sessions.lock().unwrap().push(sid.clone());
+                st.forget.store(false, Ordering::SeqCst);
+                let result = json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "fake-tools", "version": "1"}});
+                reply(&mut sock, 200, &ok(result), st.sse, Some(&sid)).await?;
+            }
+            continue;
+        }
+        if !st.plain {
+            let sid = req.header("mcp-session-id").unwrap_or_default().to_string();
+            if !st.sessions.lock().unwrap().contains(&sid) {
+                let code = if sid.is_empty() { 400 } else { 404 };
+                reply(
+                    &mut sock,
+                    code,
+                    &error(-32000, "no such session"),
+                    false,
+                    None,
+                )
+                .await?;
+                continue;
+            }
+        }
+        let answer = match method.as_str() {
+            "tools/list" if st.empty => ok(json!({"tools": []})),
+            "tools/list" => ok(json!({"tools": tools()})),
+            "ping" => ok(json!({})),
+            "resources/list" => {
+                ok(json!({"resources": [{"uri": "fake://readme", "name": "readme"}]}))
+            }
+            "tools/call" => {
+                st.calls.fetch_add(1, Ordering::SeqCst);
+                let mode = st.mode.lock().unwrap().clone();
+                let args = &msg["params"]["arguments"];
+                match mode {
+                    ToolMode::Fail => {
+                        reply(&mut sock, 500, &json!({"oops": true}), false, None).await?;
+                        continue;
+                    }
+                    ToolMode::Hang => {
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                        return Ok(());
+                    }
+                    ToolMode::RpcError => error(-32602, "bad arguments for this tool"),
+                    ToolMode::IsError => ok(
+                        json!({"content": [{"type": "text", "text": "it broke"}], "isError": true}),
+                    ),
+                    ToolMode::Huge => ok(
+                        json!({"content": [{"type": "text", "text": "x".repeat(6 * 1024 * 1024)}]}),
+                    ),
+                    ToolMode::Ok => match msg["params"]["name"].as_str() {
+                        Some("echo") => ok(
+                            json!({"content": [{"type": "text", "text": args["text"].as_str().unwrap_or("")}]}),
+                        ),
+                        Some("add") => match (args["a"].as_f64(), args["b"].as_f64()) {
+                            (Some(a), Some(b)) => ok(
+                                json!({"content": [{"type": "text", "text": (a + b).to_string()}]}),
+                            ),
+                            _ => ok(
+                                json!({"content": [{"type": "text", "text": "a and b must be numbers"}], "isError": true}),
+                            ),
+                        },
+                        _ => error(-32602, "unknown tool"),
+                    },
+                }
+            }
+            _ => error(-32601, "method not found"),
+        };
+        reply(&mut sock, 200, &answer, st.sse, None).await?;
+    }
+    Ok(())
+}
