@@ -170,11 +170,15 @@ async fn registration_is_checked_live_and_bad_input_is_refused() {
         .error(409, "conflict");
     // A plain JSON-RPC handler (no initialize, no session) and an SSE-speaking server pass too.
     assert_eq!(
-        register(&gw, &key, &uniq("plain"), &plain.url(), 1).await.status,
+        register(&gw, &key, &uniq("plain"), &plain.url(), 1)
+            .await
+            .status,
         201
     );
     assert_eq!(
-        register(&gw, &key, &uniq("streamy"), &sse.url(), 1).await.status,
+        register(&gw, &key, &uniq("streamy"), &sse.url(), 1)
+            .await
+            .status,
         201
     );
     // Garbage bodies.

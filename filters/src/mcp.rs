@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use serde_json::{json, Value};
 
 /// Protocol versions the agent endpoint speaks, newest first.
-pub const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
+pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// The version to answer `initialize` with: the client's when spoken here, else the newest.
 pub fn negotiate(requested: Option<&str>) -> &'static str {
@@ -261,8 +261,8 @@ mod tests {
             assert_eq!(developer_share(price, 80), share, "{price}");
         }
         assert_eq!(negotiate(Some("2025-03-26")), "2025-03-26");
-        assert_eq!(negotiate(Some("1999-01-01")), "2025-06-18");
-        assert_eq!(negotiate(None), "2025-06-18");
+        assert_eq!(negotiate(Some("1999-01-01")), "2025-11-25");
+        assert_eq!(negotiate(None), "2025-11-25");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //!   parallel tool use, prompt-cache usage and Anthropic's failures ([`AnthropicMode`]).
 //! - [`mcp`]: [`FakeToolServer`], an MCP tool server (sessions, JSON or SSE, a plain handler)
 //!   with every failure of a call ([`ToolMode`]).
+//! - [`fastmcp`]: [`FastMcpServer`], a tool server made with the official `mcp` SDK's FastMCP.
 //! - [`redis`]: [`PrivateRedis`], a `redis-server` of a test's own, to kill and bring back.
 //! - [`http`]: a small HTTP/1.1 client that shows exactly what went over the wire.
 //! - [`services`]: which Postgres and Redis the run uses, and [`skip`] for a test that cannot
@@ -20,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod anthropic;
+pub mod fastmcp;
 pub mod gateway;
 pub mod http;
 pub mod load;
@@ -29,6 +31,7 @@ pub mod redis;
 pub mod services;
 
 pub use anthropic::{anthropic_provider, AnthropicMode, FakeAnthropic, FAKE_ANTHROPIC_KEY};
+pub use fastmcp::FastMcpServer;
 pub use gateway::{
     free_port, micros, model, provider, temp_dir, unique_email, Gateway, Opts, ADMIN_TOKEN,
     FAST_TIMEOUTS,
