@@ -666,3 +666,44 @@ async fn a_forgotten_upstream_session_is_started_again_and_any_instance_serves_a
     }
     assert_eq!(paid, 4_000_000);
 }
+
+#[tokio::test]
+async fn tool_lists_are_refreshed_in_the_background() {
+    let gw = gateway("[mcp]\nallow_private_upstreams = true\nrefresh_secs = 0.2\n").await;
+    let tools = FakeToolServer::start().await;
+    let wx = uniq("wx");
+    live_service(&gw, &wx, &tools.url(), 1).await;
+    let path = format!("/mcp/{wx}");
+    assert_eq!(
+        names(&rpc(&gw, &path, &gw.key, "tools/list", json!({})).await),
+        ["echo", "add"]
+    );
+    tools.add_tool();
+    let mut seen = Vec::new();
+    for _ in 0..60 {
+        seen = names(&rpc(&gw, &path, &gw.key, "tools/list", json!({})).await);
+        if seen.len() == 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen, ["echo", "add", "shout"]);
+}
+
+#[tokio::test]
+async fn tool_calls_count_against_the_plan_rate_limit() {
+    let gw = gateway(MCP_OPEN).await;
+    let tools = FakeToolServer::start().await;
+    let wx = uniq("wx");
+    live_service(&gw, &wx, &tools.url(), 1).await;
+    let (uid, key) = gw.signup(&unique_email()).await;
+    gw.admin_plan(&uid, "free", Some(1), None).await;
+    let call = json!({"name": format!("{wx}__echo"), "arguments": {"text": "a"}});
+    assert!(rpc(&gw, "/mcp", &key, "tools/call", call.clone()).await["result"].is_object());
+    let before = gw.balance(&key).await;
+    let v = rpc(&gw, "/mcp", &key, "tools/call", call).await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    assert!(v["error"]["data"]["retry_after"].as_u64().unwrap() >= 1);
+    assert_eq!(gw.balance(&key).await, before);
+    assert_eq!(tools.calls(), 1);
+}

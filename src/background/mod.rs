@@ -1,8 +1,9 @@
 //! The background services, one file each, all on Pingora's long-lived runtimes (the sqlx and
 //! redis pools must be created inside one): connecting the ledger ([`ledger`]) and the counter
 //! store ([`counters`]), health checks ([`health`]), the SIGHUP reload ([`reload`]), the
-//! credit-lease rounds ([`leases`]), the hold reaper ([`reaper`]) and the sweep of the
-//! in-process rate-limit counters ([`limiter_sweep`]).
+//! credit-lease rounds ([`leases`]), the hold reaper ([`reaper`]), the sweep of the
+//! in-process rate-limit counters ([`limiter_sweep`]) and the refresh of tool servers' tool
+//! lists ([`tool_lists`]).
 
 pub mod counters;
 pub mod health;
@@ -11,6 +12,7 @@ pub mod ledger;
 pub mod limiter_sweep;
 pub mod reaper;
 pub mod reload;
+pub mod tool_lists;
 
 use std::time::Duration;
 

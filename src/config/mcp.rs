@@ -1,12 +1,10 @@
-//! `[mcp]`: the tool marketplace's limits (DESIGN.md, Rules: MCP). Typed now so that a
-//! misspelt key is refused at load; range checks come with the MCP endpoints that read it
-//! (only `call_timeout` is converted, as every duration is).
+//! `[mcp]`: the tool marketplace's limits (DESIGN.md, Rules: MCP), checked at load.
 
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::error::{secs, ConfigError};
+use super::error::{err, secs, ConfigError};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -20,6 +18,8 @@ pub struct McpSection {
     /// Seconds one upstream tool call may take.
     pub call_timeout: f64,
     pub max_result_bytes: usize,
+    /// Seconds between refreshes of live tool servers' tool lists.
+    pub refresh_secs: f64,
 }
 
 impl Default for McpSection {
@@ -30,6 +30,7 @@ impl Default for McpSection {
             allow_private_upstreams: false,
             call_timeout: 25.0,
             max_result_bytes: 5 * 1024 * 1024,
+            refresh_secs: 600.0,
         }
     }
 }
@@ -41,16 +42,30 @@ pub struct Mcp {
     pub allow_private_upstreams: bool,
     pub call_timeout: Duration,
     pub max_result_bytes: usize,
+    pub refresh: Duration,
 }
 
 impl McpSection {
     pub(super) fn validate(&self, errs: &mut Vec<ConfigError>) -> Mcp {
+        if self.developer_share_percent > 100 {
+            errs.push(err("mcp.developer_share_percent", "must be 0 to 100"));
+        }
+        if self.max_third_party_credits > 1_000_000 {
+            errs.push(err(
+                "mcp.max_third_party_credits",
+                "must be at most 1000000",
+            ));
+        }
+        if self.max_result_bytes < 1024 {
+            errs.push(err("mcp.max_result_bytes", "must be at least 1024"));
+        }
         Mcp {
             max_third_party_credits: self.max_third_party_credits,
             developer_share_percent: self.developer_share_percent,
             allow_private_upstreams: self.allow_private_upstreams,
             call_timeout: secs("mcp.call_timeout", self.call_timeout, errs),
             max_result_bytes: self.max_result_bytes,
+            refresh: secs("mcp.refresh_secs", self.refresh_secs, errs),
         }
     }
 }

@@ -39,6 +39,8 @@ struct State {
     forget: AtomicBool,
     /// Offer no tools.
     empty: bool,
+    /// Offer a third tool, `shout` (a server that changed its list).
+    more: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -78,6 +80,7 @@ impl FakeToolServer {
             calls: AtomicUsize::new(0),
             forget: AtomicBool::new(false),
             empty,
+            more: AtomicBool::new(false),
         });
         let st = state.clone();
         tokio::spawn(async move {
@@ -102,6 +105,11 @@ impl FakeToolServer {
     /// `tools/call` requests received.
     pub fn calls(&self) -> usize {
         self.state.calls.load(Ordering::SeqCst)
+    }
+
+    /// Starts offering a third tool, `shout`.
+    pub fn add_tool(&self) {
+        self.state.more.store(true, Ordering::SeqCst);
     }
 
     /// Forgets its sessions, as a restarted server does.
@@ -195,7 +203,15 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
         }
         let answer = match method.as_str() {
             "tools/list" if st.empty => ok(json!({"tools": []})),
-            "tools/list" => ok(json!({"tools": tools()})),
+            "tools/list" => {
+                let mut t = tools();
+                if st.more.load(Ordering::SeqCst) {
+                    if let Some(a) = t.as_array_mut() {
+                        a.push(json!({"name": "shout", "inputSchema": {"type": "object"}}));
+                    }
+                }
+                ok(json!({"tools": t}))
+            }
             "ping" => ok(json!({})),
             "resources/list" => {
                 ok(json!({"resources": [{"uri": "fake://readme", "name": "readme"}]}))
