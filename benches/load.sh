@@ -7,7 +7,9 @@
 #   (b) maximum throughput on 64 connections for 10 s (closed loop)
 #   (c) 500 concurrent streams of 50 chunks (10 ms apart): time to last byte p50/p99, errors
 #   (d) resident memory of the proxy afterwards
-# and prints one table with the ratios to nginx and to direct. Loopback only; bounded.
+# and prints one table with the ratios to nginx and to direct; then MCP tools/call, direct to a
+# fast fake tool server vs through Tollgate on SQLite (billed: hold, charge, developer share),
+# (a) and (b) again, in a second table. Loopback only; bounded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RPS=${RPS:-1000} RATE_SECS=${RATE_SECS:-15} MAX_SECS=${MAX_SECS:-10} STREAMS=${STREAMS:-500}
@@ -29,9 +31,10 @@ cleanup() {
 }
 trap cleanup EXIT
 BENCH=target/release/tollgate-bench
-FAKE=127.0.0.1:19100 NGX=127.0.0.1:19101 TG1=127.0.0.1:19102 TG2=127.0.0.1:19103
+FAKE=127.0.0.1:19100 NGX=127.0.0.1:19101 TG1=127.0.0.1:19102 TG2=127.0.0.1:19103 TOOLS=127.0.0.1:19104
 
 "$BENCH" fake --listen "$FAKE" --words 50 --delay-ms 10 2>/dev/null & pids+=($!)
+"$BENCH" tools --listen "$TOOLS" 2>/dev/null & pids+=($!)
 
 cat > "$work/nginx.conf" <<NGINX
 worker_processes 2;
@@ -74,6 +77,8 @@ provider = "fake"
 tier = "economy"
 input_credits_per_1k = 0.15
 output_credits_per_1k = 0.6
+[mcp]
+allow_private_upstreams = true
 TOML
   TOLLGATE_ADMIN_TOKEN=bench-admin-token-0123456789abcdef TOLLGATE_LOG=warn target/release/tollgate serve --config "$work/$name.toml" 2>"$work/$name.log" &
   pids+=($!)
@@ -124,7 +129,24 @@ for t in "${targets[@]}"; do
   echo "{\"name\":\"$name\",\"rate\":$rate,\"max\":$max,\"streams\":$streams,\"rss_kb\":${rss:-0}}" >> "$results"
 done
 
-python3 - "$results" <<'PY'
+# MCP tools/call: the bench account registers the fake tool server at 1 credit a call.
+ADMIN='Authorization: Bearer bench-admin-token-0123456789abcdef'
+curl -sf "http://$TG1/api/v1/mcp/services" -H "Authorization: Bearer $tg_sqlite_key" \
+  -d "{\"slug\":\"bench-tools\",\"upstream_url\":\"http://$TOOLS/mcp\",\"default_credits\":1}" >/dev/null
+curl -sf -X POST "http://$TG1/api/v1/admin/mcp/services/bench-tools/approve" -H "$ADMIN" >/dev/null
+tools="$work/tools.jsonl"
+for t in "direct|http://$TOOLS/mcp|echo|" "tollgate-sqlite|http://$TG1/mcp|bench-tools__echo|$tg_sqlite_key"; do
+  IFS='|' read -r name url tool key <<<"$t"
+  auth=()
+  [ -n "$key" ] && auth=(--header "Authorization: Bearer $key")
+  body="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"$tool\",\"arguments\":{\"text\":\"hi\"}}}"
+  echo "== tools/call $name" >&2
+  rate=$("$BENCH" load --url "$url" --mode rate --rps "$RPS" --secs "$RATE_SECS" --conns 64 --body "$body" "${auth[@]}")
+  max=$("$BENCH" load --url "$url" --mode max --secs "$MAX_SECS" --conns 64 --body "$body" "${auth[@]}")
+  echo "{\"name\":\"$name\",\"rate\":$rate,\"max\":$max}" >> "$tools"
+done
+
+python3 - "$results" "$tools" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {r["name"]: r for r in rows}
@@ -146,4 +168,17 @@ for r in rows:
     print(f'| {name} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x50} | {x99} | {rps} | {ttlb} | {errors} | {r["rss_kb"] / 1024:.1f} |')
 print()
 print("targets: added p50 ≤ 1.5× nginx's, added p99 ≤ 2× nginx's, max rps ≥ 0.7× nginx, streams: no errors, TTLB p99 ≤ 1.1× direct, RSS ≤ 64 MB")
+tools = [json.loads(l) for l in open(sys.argv[2])]
+td = tools[0]
+chat_added = by["tollgate-sqlite"]["rate"]["p50_us"] - d["rate"]["p50_us"]
+print()
+print("| tools/call | p50 µs @1k rps | p99 µs | added p50 (× the chat path's added p50) | max rps @64 conns (× direct) | errors |")
+print("|---|---|---|---|---|---|")
+for r in tools:
+    a50 = r["rate"]["p50_us"] - td["rate"]["p50_us"]
+    x = f"{a50} ({a50 / chat_added:.2f}×)" if r is not td and chat_added > 0 else str(a50)
+    rps = f'{r["max"]["rps"]:.0f} ({r["max"]["rps"] / td["max"]["rps"]:.2f}×)'
+    print(f'| {r["name"]} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x} | {rps} | {r["rate"]["errors"] + r["max"]["errors"]} |')
+print()
+print("targets: tools/call max rps ≥ 0.5× direct, added p50 ≤ 2× the chat path's")
 PY

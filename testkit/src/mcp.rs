@@ -69,8 +69,17 @@ impl FakeToolServer {
         Self::start_with(false, false, true).await
     }
 
+    /// A plain handler on a given address (the load run's tool server).
+    pub async fn plain_on(addr: &str) -> FakeToolServer {
+        Self::start_at(addr, true, false, false).await
+    }
+
     async fn start_with(plain: bool, sse: bool, empty: bool) -> FakeToolServer {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
+        Self::start_at("127.0.0.1:0", plain, sse, empty).await
+    }
+
+    async fn start_at(addr: &str, plain: bool, sse: bool, empty: bool) -> FakeToolServer {
+        let listener = TcpListener::bind(addr).await.expect("bind fake");
         let addr = listener.local_addr().expect("addr");
         let state = Arc::new(State {
             mode: Mutex::new(ToolMode::Ok),
@@ -85,6 +94,8 @@ impl FakeToolServer {
         let st = state.clone();
         tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {
+                // Replies go out in two writes; Nagle would hold the second for a delayed ACK.
+                let _ = sock.set_nodelay(true);
                 let st = st.clone();
                 tokio::spawn(async move {
                     let _ = serve(sock, st).await;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tollgate_testkit::load::read_response;
-use tollgate_testkit::{FakeOpenAi, Mode};
+use tollgate_testkit::{FakeOpenAi, FakeToolServer, Mode};
 
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
@@ -40,6 +40,7 @@ fn main() {
     match args.get(1).map(String::as_str) {
         Some("fake") => rt.block_on(run_fake(&args)),
         Some("load") => rt.block_on(run_load(&args)),
+        Some("tools") => rt.block_on(run_tools(&args)),
         _ => usage(None),
     }
 }
@@ -49,8 +50,16 @@ fn usage(problem: Option<&str>) -> ! {
     if let Some(p) = problem {
         eprintln!("tollgate-bench: {p}");
     }
-    eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V']");
+    eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] | tools --listen ADDR | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V'] [--body JSON]");
     std::process::exit(2);
+}
+
+/// A plain JSON-RPC tool server (no sessions) on `--listen`, for the tools/call rows.
+async fn run_tools(args: &[String]) {
+    let listen = arg(args, "--listen").unwrap_or_else(|| "127.0.0.1:9104".into());
+    let f = FakeToolServer::plain_on(&listen).await;
+    eprintln!("fake tool server on {}", f.addr);
+    std::future::pending::<()>().await;
 }
 
 async fn run_fake(args: &[String]) {
@@ -89,10 +98,11 @@ fn target(args: &[String]) -> Target {
         None => (rest.to_string(), "/".to_string()),
     };
     let stream = args.iter().any(|a| a == "--stream");
-    let body = format!(
+    // `--body JSON` replaces the chat request (a tools/call for the MCP rows).
+    let body = arg(args, "--body").unwrap_or_else(|| format!(
         "{{\"model\":\"{}\",\"messages\":[{{\"role\":\"user\",\"content\":\"Say something short.\"}}],\"stream\":{stream}}}",
         arg(args, "--model").unwrap_or_else(|| "bench".into())
-    );
+    ));
     let mut req = format!("POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n", body.len());
     for (i, a) in args.iter().enumerate() {
         if a == "--header" {
