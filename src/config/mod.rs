@@ -275,6 +275,31 @@ replacement = "zzz"
     }
 
     #[test]
+    fn mcp_limits_are_checked_with_their_key_paths() {
+        let c = parse("[mcp]\nrefresh_secs = 30\ndeveloper_share_percent = 70\n").unwrap();
+        assert_eq!(c.mcp.refresh, std::time::Duration::from_secs(30));
+        assert_eq!(c.mcp.developer_share_percent, 70);
+        let err = format!(
+            "{:?}",
+            parse(
+                "[mcp]\ndeveloper_share_percent = 101\nmax_result_bytes = 10\nrefresh_secs = 0\n"
+            )
+            .unwrap_err()
+        );
+        for key in [
+            "mcp.developer_share_percent",
+            "mcp.max_result_bytes",
+            "mcp.refresh_secs",
+        ] {
+            assert!(err.contains(key), "{key}: {err}");
+        }
+        assert!(
+            parse("[mcp]\nshare = 1\n").is_err(),
+            "unknown keys are refused"
+        );
+    }
+
+    #[test]
     fn embedded_default_is_valid() {
         let text = include_str!("../../conf/tollgate.toml");
         if let Err(e) = parse(text) {
