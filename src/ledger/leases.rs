@@ -45,6 +45,7 @@ impl Ledger {
         on_pool!(self, p => {
             let mut tx = p.begin().await?;
             let mut charged = 0i64;
+            let mut earned: std::collections::BTreeMap<(String, String), i64> = Default::default();
             for chunk in r.rows.chunks(500) {
                 let mut q = sqlx::QueryBuilder::new(
                     "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, lease_id, hold_note, kind, tool_slug, tool_name, developer_id, developer_credits) ",
@@ -72,13 +73,18 @@ impl Ledger {
                     let share: Option<i64> = row.try_get("developer_credits")?;
                     if let (Some(dev), Some(share)) = (dev, share.filter(|s| *s > 0 && credits > 0)) {
                         let slug: Option<String> = row.try_get("tool_slug")?;
-                        sqlx::query("UPDATE accounts SET balance = balance + $1 WHERE user_id = $2")
-                            .bind(share).bind(&dev).execute(&mut *tx).await?;
-                        sqlx::query("INSERT INTO credit_ledger (account_id, delta, reason, actor, created_at) VALUES ($1, $2, 'mcp_earning', $3, $4)")
-                            .bind(&dev).bind(share).bind(format!("mcp:{}", slug.unwrap_or_default())).bind(crate::clock::now_ms())
-                            .execute(&mut *tx).await?;
+                        *earned.entry((dev, slug.unwrap_or_default())).or_insert(0) += share;
                     }
                 }
+            }
+            // One credit and one ledger entry per developer and service per round, not per
+            // call: a busy tool would otherwise cost two statements per call here.
+            for ((dev, slug), share) in &earned {
+                sqlx::query("UPDATE accounts SET balance = balance + $1 WHERE user_id = $2")
+                    .bind(share).bind(dev).execute(&mut *tx).await?;
+                sqlx::query("INSERT INTO credit_ledger (account_id, delta, reason, actor, created_at) VALUES ($1, $2, 'mcp_earning', $3, $4)")
+                    .bind(dev).bind(share).bind(format!("mcp:{slug}")).bind(crate::clock::now_ms())
+                    .execute(&mut *tx).await?;
             }
             let kept = sqlx::query("UPDATE holds SET amount = amount - $1, expires_at = $2 WHERE id = $3 RETURNING amount")
                 .bind(charged).bind(r.expires_at).bind(r.lease_id)
