@@ -707,3 +707,43 @@ async fn tool_calls_count_against_the_plan_rate_limit() {
     assert_eq!(gw.balance(&key).await, before);
     assert_eq!(tools.calls(), 1);
 }
+
+#[tokio::test]
+async fn first_party_servers_registered_by_the_admin_are_not_capped() {
+    let gw = gateway(MCP_OPEN).await;
+    let tools = FakeToolServer::start().await;
+    let slug = uniq("house");
+    let body = json!({"slug": slug, "upstream_url": tools.url(), "default_credits": 500, "owner_id": gw.user_id});
+    let v = api(
+        &gw,
+        "POST",
+        "/api/v1/admin/mcp/services",
+        ADMIN_TOKEN,
+        &body,
+    )
+    .await;
+    assert_eq!(v.status, 201, "{}", v.text());
+    let v = v.json();
+    assert_eq!(
+        (v["first_party"].clone(), v["default_credits"].clone()),
+        (json!(true), json!(500))
+    );
+    // The same price from a developer is refused, and a user key cannot use the admin route.
+    let r = register(&gw, &gw.key, &uniq("dev"), &tools.url(), 500).await;
+    r.error(400, "invalid_request");
+    api(&gw, "POST", "/api/v1/admin/mcp/services", &gw.key, &body)
+        .await
+        .error(401, "authentication_error");
+    let mut unknown = body.clone();
+    unknown["slug"] = json!(uniq("other"));
+    unknown["owner_id"] = json!("usr_nobody");
+    api(
+        &gw,
+        "POST",
+        "/api/v1/admin/mcp/services",
+        ADMIN_TOKEN,
+        &unknown,
+    )
+    .await
+    .error(400, "invalid_request");
+}
