@@ -747,3 +747,94 @@ async fn first_party_servers_registered_by_the_admin_are_not_capped() {
     .await
     .error(400, "invalid_request");
 }
+
+#[tokio::test]
+async fn a_crash_mid_call_loses_no_money_and_pays_nobody() {
+    let tools = FakeToolServer::start().await;
+    tools.set_mode(ToolMode::Hang);
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}[mcp]\nallow_private_upstreams = true\ncall_timeout = 30\n",
+        provider("p", &[&fake], ""),
+        model("m-2024-01-01", "p", "economy", ""),
+    );
+    let storage = "hold_ttl_secs = 1.5\nhold_reap_interval_secs = 0.3".to_string();
+    let mut doomed = Gateway::start_opts(
+        tollgate_bin!(),
+        &cfg,
+        Opts {
+            storage: storage.clone(),
+            ..Opts::default()
+        },
+    )
+    .await;
+    let survivor = Gateway::start_opts(
+        tollgate_bin!(),
+        &cfg,
+        Opts {
+            database_url: Some(doomed.config_db()),
+            storage,
+            no_account: true,
+            ..Opts::default()
+        },
+    )
+    .await;
+    let wx = uniq("wx");
+    let (_dev, dev_key) = live_service(&doomed, &wx, &tools.url(), 9).await;
+    let key = doomed.key.clone();
+    let initial = (
+        survivor.balance(&key).await,
+        survivor.balance(&dev_key).await,
+    );
+    // A call that will never be answered, on the instance about to die.
+    let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": format!("{wx}__echo"), "arguments": {"text": "x"}}}))
+    .unwrap();
+    let mut s = tokio::net::TcpStream::connect(doomed.addr).await.unwrap();
+    let head = format!("POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nContent-Length: {}\r\n\r\n", body.len());
+    tokio::io::AsyncWriteExt::write_all(&mut s, head.as_bytes())
+        .await
+        .unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut s, &body)
+        .await
+        .unwrap();
+    let t = std::time::Instant::now();
+    while tools.calls() == 0 {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "the call never reached the tool"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The price is held (seen from the other instance), then the instance dies mid-call.
+    assert!(survivor.balance(&key).await < initial.0);
+    doomed.child.kill().unwrap();
+    doomed.child.wait().unwrap();
+    let t = std::time::Instant::now();
+    while survivor.balance(&key).await != initial.0 {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(8),
+            "hold not released: {}",
+            survivor.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert_eq!(
+        survivor.balance(&key).await,
+        initial.0,
+        "refunded once, not twice"
+    );
+    assert_eq!(
+        survivor.balance(&dev_key).await,
+        initial.1,
+        "the developer is not paid"
+    );
+    let rows = survivor.usage(&key).await["recent"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(rows
+        .iter()
+        .all(|r| r["model_requested"] != format!("{wx}__echo").as_str()));
+}
