@@ -26,12 +26,24 @@ macro_rules! tollgate_bin {
     };
 }
 
+/// A port free now and never handed out before in this process. The port is released before
+/// its user binds it, so the OS may offer it again meanwhile; without the record, two tests
+/// starting gateways at once could both be given it (one gateway's metrics port answering the
+/// other's requests).
 pub fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = StdListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
