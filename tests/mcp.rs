@@ -838,3 +838,51 @@ async fn a_crash_mid_call_loses_no_money_and_pays_nobody() {
         .iter()
         .all(|r| r["model_requested"] != format!("{wx}__echo").as_str()));
 }
+
+#[tokio::test]
+async fn garbage_on_the_owner_and_admin_routes_gets_clear_errors() {
+    let gw = gateway(MCP_OPEN).await;
+    let tools = FakeToolServer::start().await;
+    let wx = uniq("wx");
+    let (_dev, dev_key) = live_service(&gw, &wx, &tools.url(), 2).await;
+    let patch = format!("/api/v1/mcp/services/{wx}");
+    for (auth, path, method) in [
+        (dev_key.as_str(), patch.as_str(), "PATCH"),
+        (ADMIN_TOKEN, "/api/v1/admin/mcp/services", "POST"),
+    ] {
+        let auth = format!("Bearer {auth}");
+        for raw in [&b"{"[..], b"[]", b"", b"{\"upstream_url\": 7}"] {
+            let r = request(gw.addr, method, path, &[("Authorization", &auth)], raw).await;
+            r.error(400, "invalid_request");
+        }
+    }
+    api(&gw, "PATCH", &patch, &dev_key, &json!({}))
+        .await
+        .error(400, "invalid_request");
+    api(
+        &gw,
+        "PATCH",
+        &patch,
+        &dev_key,
+        &json!({"upstream_url": "ftp://x"}),
+    )
+    .await
+    .error(400, "invalid_request");
+    let v = api(
+        &gw,
+        "GET",
+        "/api/v1/admin/mcp/services?status=bogus",
+        ADMIN_TOKEN,
+        &json!({}),
+    )
+    .await;
+    v.error(400, "invalid_request");
+    // Nothing changed by any of it.
+    let s = api(&gw, "GET", "/api/v1/mcp/services", &dev_key, &json!({}))
+        .await
+        .json();
+    assert_eq!(s["data"][0]["default_credits"], 2);
+    assert_eq!(s["data"][0]["status"], "live");
+    assert_eq!(s["data"].as_array().unwrap().len(), 1);
+    assert!(gw.is_healthy().await);
+}

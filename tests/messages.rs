@@ -449,3 +449,36 @@ async fn an_anthropic_client_fails_over_across_kinds_both_ways() {
     let cost = FakeAnthropic::INPUT_TOKENS as i64 * 3_000 + words * 15_000;
     assert_eq!(before - gw.balance(&gw.key).await, cost);
 }
+
+#[tokio::test]
+async fn guests_reach_guest_models_only_and_count_tokens_refuses_garbage() {
+    let (a, o) = (
+        FakeAnthropic::start("a").await,
+        FakeOpenAi::start("o").await,
+    );
+    let cfg = format!(
+        "{}[[models]]\nid = \"claude-free-2025-01-01\"\nprovider = \"anth\"\ntier = \"economy\"\ninput_credits_per_1k = 1\noutput_credits_per_1k = 1\nguest = true\n\n",
+        config(&a, &o)
+    );
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    let body = |m: &str| json!({"model": m, "max_tokens": 10, "messages": [{"role":"user","content":"hi"}]});
+    let r = messages(&gw, &body("claude-free-2025-01-01"), None).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["type"], "message");
+    anthropic_error(
+        &messages(&gw, &body("claude-x-2025-01-01"), None).await,
+        401,
+        "authentication_error",
+    );
+    for raw in [&b"{"[..], b"[]", b""] {
+        let r = request(
+            gw.addr,
+            "POST",
+            "/v1/messages/count_tokens",
+            &[("x-api-key", &gw.key)],
+            raw,
+        )
+        .await;
+        anthropic_error(&r, 400, "invalid_request_error");
+    }
+}

@@ -11,17 +11,7 @@ use std::process::Command;
 use tollgate_testkit::*;
 
 fn python() -> Option<String> {
-    let candidates = [
-        std::env::var("TOLLGATE_TEST_PYTHON").ok(),
-        Some(concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python").to_string()),
-        Some("python3".to_string()),
-    ];
-    candidates.into_iter().flatten().find(|py| {
-        Command::new(py)
-            .args(["-c", "import openai, anthropic"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
+    python_with("import openai, anthropic")
 }
 
 fn claude(id: &str, provider: &str) -> String {

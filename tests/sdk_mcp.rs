@@ -12,17 +12,7 @@ use serde_json::json;
 use tollgate_testkit::*;
 
 fn python() -> Option<String> {
-    let candidates = [
-        std::env::var("TOLLGATE_TEST_PYTHON").ok(),
-        Some(concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python").to_string()),
-        Some("python3".to_string()),
-    ];
-    candidates.into_iter().flatten().find(|py| {
-        Command::new(py)
-            .args(["-c", "import mcp.server.fastmcp"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
+    python_with("import mcp.server.fastmcp")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,4 +40,4 @@ pub use http::{get, parse_response, post_json, raw_request, request, Response};
 pub use mcp::{FakeToolServer, ToolMode};
 pub use openai::{user, FakeOpenAi, FakeOpenAiBuilder, Mode, Recorded};
 pub use redis::PrivateRedis;
-pub use services::{database_url, redis_url, services_required, skip};
+pub use services::{database_url, python_with, redis_url, services_required, skip};

@@ -52,3 +52,20 @@ pub fn skip(why: &str) {
     );
     let _ = writeln!(std::io::stderr(), "SKIPPED: {why}");
 }
+
+/// A Python that can run `import_check` (e.g. `import openai, anthropic`) for the SDK
+/// interoperability tests: `TOLLGATE_TEST_PYTHON`, then the repo's `.venv`, then `python3`.
+pub fn python_with(import_check: &str) -> Option<String> {
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/python").to_string();
+    let candidates = [
+        std::env::var("TOLLGATE_TEST_PYTHON").ok(),
+        Some(venv),
+        Some("python3".to_string()),
+    ];
+    candidates.into_iter().flatten().find(|py| {
+        std::process::Command::new(py)
+            .args(["-c", import_check])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
