@@ -27,6 +27,7 @@
 pub mod accounts;
 pub mod admin;
 pub mod background;
+pub mod billing;
 pub mod chat;
 pub mod clock;
 pub mod config;

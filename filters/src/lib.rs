@@ -39,6 +39,7 @@ pub mod ratelimit;
 pub mod route;
 pub mod sse;
 pub mod stream;
+pub mod stripe;
 pub mod time;
 pub mod tokens;
 

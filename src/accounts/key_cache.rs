@@ -100,6 +100,16 @@ impl KeyCache {
             map.remove(hash);
         }
     }
+
+    /// Forgets every cached key of an account (its plan changed on this instance: the next
+    /// request reads the new plan; other instances within [`KEY_CACHE_TTL`]).
+    pub fn evict_account(&self, account_id: &str) {
+        if let Ok(mut map) = self.entries.lock() {
+            self.evictions
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            map.retain(|_, c| c.auth.as_ref().is_none_or(|a| a.account_id != account_id));
+        }
+    }
 }
 
 fn spawn_touch(ledger: Ledger, key_id: String) {

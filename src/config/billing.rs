@@ -1,7 +1,6 @@
-//! `[billing]`: Stripe Checkout and the webhook (DESIGN.md, Rules: Payments). Typed now so
-//! that a misspelt key is refused at load; the values are checked by the checkout and webhook
-//! handlers' issue, which reads them (only a credit pack's amount, a number of credits, is
-//! converted here).
+//! `[billing]`: Stripe Checkout and the webhook (DESIGN.md, Rules: Payments). The secrets are
+//! read from the environment variables named here when they are used, never stored in the
+//! file. Empty `success_url` / `cancel_url` default to the dashboard under `server.public_url`.
 
 use std::collections::BTreeMap;
 
@@ -57,10 +56,31 @@ pub struct Billing {
     pub credit_packs: BTreeMap<String, CreditPack>,
 }
 
+impl Billing {
+    /// The pack sold at a Stripe price.
+    pub fn pack_by_price(&self, price: &str) -> Option<(&str, &CreditPack)> {
+        self.credit_packs
+            .iter()
+            .find(|(_, p)| p.stripe_price == price)
+            .map(|(n, p)| (n.as_str(), p))
+    }
+
+    /// The webhook signing secrets (several during a rotation), from the environment.
+    pub fn webhook_secrets(&self) -> String {
+        std::env::var(&self.webhook_secret_env).unwrap_or_default()
+    }
+}
+
 impl BillingSection {
-    pub(super) fn validate(&self, errs: &mut Vec<ConfigError>) -> Billing {
+    pub(super) fn validate(&self, public_url: &str, errs: &mut Vec<ConfigError>) -> Billing {
         let mut credit_packs = BTreeMap::new();
         for (name, p) in &self.credit_packs {
+            if p.stripe_price.trim().is_empty() {
+                errs.push(err(
+                    format!("billing.credit_packs.{name}.stripe_price"),
+                    "must name the Stripe price the pack is sold at",
+                ));
+            }
             let credits = tollgate_filters::credits::from_credits(p.credits).filter(|c| *c > 0);
             if credits.is_none() {
                 errs.push(err(
@@ -76,12 +96,26 @@ impl BillingSection {
                 },
             );
         }
+        if super::providers::EndpointUrl::parse(&self.stripe_api_base).is_err() {
+            errs.push(err(
+                "billing.stripe_api_base",
+                "must be an http(s) URL such as https://api.stripe.com",
+            ));
+        }
+        let public = public_url.trim_end_matches('/');
+        let or_default = |u: &str, d: &str| {
+            if u.is_empty() {
+                format!("{public}{d}")
+            } else {
+                u.to_owned()
+            }
+        };
         Billing {
             stripe_api_base: self.stripe_api_base.trim_end_matches('/').to_string(),
             secret_key_env: self.secret_key_env.clone(),
             webhook_secret_env: self.webhook_secret_env.clone(),
-            success_url: self.success_url.clone(),
-            cancel_url: self.cancel_url.clone(),
+            success_url: or_default(&self.success_url, "/dashboard/billing?paid=1"),
+            cancel_url: or_default(&self.cancel_url, "/dashboard/billing"),
             credit_packs,
         }
     }

@@ -98,14 +98,18 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
 
 fn validate(file: &ConfigFile) -> Result<Config, Vec<ConfigError>> {
     let mut errs = Vec::new();
+    let server = file.server.validate(&mut errs);
     let config = Config {
-        server: file.server.validate(&mut errs),
+        billing: file
+            .billing
+            .as_ref()
+            .map(|b| b.validate(&server.public_url, &mut errs)),
+        server,
         timeouts: file.timeouts.validate(&mut errs),
         storage: file.storage.validate(&mut errs),
         providers: providers::validate(&file.providers, &mut errs),
         catalog: models::validate(&file.models, &file.aliases, &file.providers, &mut errs),
         plans: plans::validate(&file.plans, &mut errs),
-        billing: file.billing.as_ref().map(|b| b.validate(&mut errs)),
         mcp: file.mcp.validate(&mut errs),
         abuse: file.abuse.validate(&mut errs),
     };

@@ -16,6 +16,8 @@ pub struct PlanSection {
     pub requests_per_day: Option<u64>,
     pub grant_credits: Option<f64>,
     pub stripe_price: Option<String>,
+    /// Sold as a subscription (default) or as a one-off payment.
+    pub recurring: Option<bool>,
 }
 
 /// The plan of callers without a key (limited per client IP).
@@ -33,6 +35,8 @@ pub struct Plan {
     /// Micro-credits granted when the plan starts (for `free`: at signup).
     pub grant: Option<i64>,
     pub stripe_price: Option<String>,
+    /// Checkout mode `subscription` (true, the default) or `payment`.
+    pub recurring: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -93,6 +97,22 @@ impl Plans {
     pub fn get(&self, plan: &str) -> Option<&Plan> {
         self.configured.get(plan)
     }
+
+    /// The plan sold at a Stripe price.
+    pub fn by_price(&self, price: &str) -> Option<&str> {
+        self.configured
+            .iter()
+            .find(|(_, p)| p.stripe_price.as_deref() == Some(price))
+            .map(|(n, _)| n.as_str())
+    }
+
+    /// Every plan's grant (µcr), for renewals.
+    pub fn grants(&self) -> BTreeMap<String, i64> {
+        self.configured
+            .iter()
+            .filter_map(|(n, p)| Some((n.clone(), p.grant?)))
+            .collect()
+    }
 }
 
 pub(super) fn validate(
@@ -130,7 +150,8 @@ pub(super) fn validate(
                     per_day: plan.requests_per_day,
                 },
                 grant,
-                stripe_price: plan.stripe_price.clone(),
+                stripe_price: plan.stripe_price.clone().filter(|p| !p.is_empty()),
+                recurring: plan.recurring.unwrap_or(true),
             },
         );
     }

@@ -27,6 +27,8 @@ pub mod credits;
 pub mod keys;
 pub mod leases;
 pub mod mcp;
+pub mod payment_events;
+pub mod payments;
 pub mod sessions;
 pub mod store;
 pub mod usage;

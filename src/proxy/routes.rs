@@ -12,7 +12,7 @@ use super::probes;
 use super::table::{Access, Handler, Route, ROUTES};
 use crate::chat::models::Listing;
 use crate::runtime::Shared;
-use crate::{accounts, admin, chat, mcp, messages};
+use crate::{accounts, admin, billing, chat, mcp, messages};
 use Access::{Admin, KeyOrSession, Open};
 
 /// `Some(id)` when `path` matches `pattern` (the `{id}` segment's value, or "" without one).
@@ -149,6 +149,12 @@ pub async fn dispatch(
         }
         Handler::McpAll => mcp::endpoint::handle(shared, session, ctx, None).await,
         Handler::McpOne => mcp::endpoint::handle(shared, session, ctx, Some(id)).await,
+        Handler::BillingCheckout => billing::checkout::checkout(shared, session, ctx, &caller).await,
+        Handler::BillingHistory => billing::history(shared, session, ctx, &caller).await,
+        Handler::BillingPortal => billing::portal(shared, session, ctx, &caller).await,
+        Handler::BillingWebhook => billing::webhook::webhook(shared, session, ctx).await,
+        Handler::AdminUnclaimed => billing::unclaimed::list(shared, session, ctx).await,
+        Handler::AdminAssign => billing::unclaimed::assign(shared, session, ctx, id).await,
     }
 }
 

@@ -41,6 +41,12 @@ pub enum Handler {
     AdminMcpMove(&'static str),
     McpAll,
     McpOne,
+    BillingCheckout,
+    BillingHistory,
+    BillingPortal,
+    BillingWebhook,
+    AdminUnclaimed,
+    AdminAssign,
 }
 
 pub struct Route {
@@ -206,6 +212,49 @@ pub const ROUTES: &[Route] = &[
         "/api/v1/admin/mcp/services/{id}/resume",
         Admin,
         Handler::AdminMcpMove("resume"),
+        "api",
+    ),
+    route(
+        "POST",
+        "/api/v1/billing/checkout",
+        KeyOrSession,
+        Handler::BillingCheckout,
+        "api",
+    ),
+    route(
+        "GET",
+        "/api/v1/billing",
+        KeyOrSession,
+        Handler::BillingHistory,
+        "api",
+    ),
+    route(
+        "POST",
+        "/api/v1/billing/portal",
+        KeyOrSession,
+        Handler::BillingPortal,
+        "api",
+    ),
+    // Signed by Stripe, checked by the handler over the raw body.
+    route(
+        "POST",
+        "/api/v1/billing/webhook",
+        Open,
+        Handler::BillingWebhook,
+        "api",
+    ),
+    route(
+        "GET",
+        "/api/v1/admin/billing/unclaimed",
+        Admin,
+        Handler::AdminUnclaimed,
+        "api",
+    ),
+    route(
+        "POST",
+        "/api/v1/admin/billing/unclaimed/{id}/assign",
+        Admin,
+        Handler::AdminAssign,
         "api",
     ),
     route("POST", "/mcp", Open, Handler::McpAll, "mcp"),

@@ -1,0 +1,152 @@
+//! `POST /api/v1/billing/checkout {plan}` or `{credits_pack}`: a Stripe Checkout Session bound
+//! to the caller (`client_reference_id` = user id, a random `metadata[session_key]` stored with
+//! the checkout), answered with its URL. Nothing is granted here: the webhook does that once
+//! Stripe says the session is paid.
+
+use pingora::proxy::Session;
+use serde_json::json;
+use tollgate_filters::stripe::form;
+use tollgate_filters::{ErrorKind, GatewayError};
+
+use super::{billing_config, stripe_api};
+use crate::config::plans::{FREE, GUEST};
+use crate::ledger::payments::Checkout;
+use crate::proxy::caller::Caller;
+use crate::proxy::ctx::RequestCtx;
+use crate::proxy::{body, respond};
+use crate::runtime::Shared;
+
+/// What is being bought.
+enum Item {
+    Plan(String),
+    Pack(String),
+}
+
+pub async fn checkout(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    caller: &Caller,
+) -> Result<(), GatewayError> {
+    let account_id = caller.account()?.to_owned();
+    let rt = shared.runtime.load_full();
+    let m = body::json_object(session, 16 * 1024, rt.config.timeouts.request_body).await?;
+    let billing = billing_config(&rt.config)?;
+    let item = match (
+        body::opt_string(&m, "plan")?,
+        body::opt_string(&m, "credits_pack")?,
+    ) {
+        (Some(p), None) => Item::Plan(p.to_owned()),
+        (None, Some(k)) => Item::Pack(k.to_owned()),
+        (Some(_), Some(_)) => {
+            return Err(GatewayError::invalid(
+                "body: send either plan or credits_pack, not both",
+            ))
+        }
+        (None, None) => return Err(GatewayError::invalid("plan: is required")),
+    };
+    let plans = &rt.config.plans;
+    let (price, recurring) = match &item {
+        Item::Plan(p) if p == FREE || p == GUEST => {
+            return Err(GatewayError::invalid(format!(
+                "plan: `{p}` is not sold (every account starts on free)"
+            )))
+        }
+        Item::Plan(p) if !plans.assignable(p) => {
+            return Err(GatewayError::invalid(format!(
+                "plan: unknown plan `{p}`; plans: {}",
+                plans.assignable_names().join(", ")
+            )))
+        }
+        Item::Plan(p) => match plans.get(p).and_then(|x| Some((x.stripe_price.clone()?, x.recurring))) {
+            Some(x) => x,
+            None => {
+                return Err(GatewayError::invalid(format!(
+                    "plan: `{p}` is not sold online; it is set up by contract (ask the operator, who assigns it to your account)"
+                )))
+            }
+        },
+        Item::Pack(k) => match billing.credit_packs.get(k) {
+            Some(pack) => (pack.stripe_price.clone(), false),
+            None => {
+                let names: Vec<&str> = billing.credit_packs.keys().map(String::as_str).collect();
+                return Err(GatewayError::invalid(format!(
+                    "credits_pack: unknown pack `{k}`; packs: {}",
+                    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+                )));
+            }
+        },
+    };
+    let ledger = shared.ledger()?;
+    let account = ledger
+        .account(&account_id)
+        .await?
+        .ok_or_else(|| GatewayError::new(ErrorKind::Authentication, "the account no longer exists"))?;
+    let sub = ledger.subscription(&account_id).await?;
+    let session_key = crate::accounts::random_id(24)?;
+    let mode = if recurring { "subscription" } else { "payment" };
+    let (plan_meta, pack_meta) = match &item {
+        Item::Plan(p) => (Some(p.as_str()), None),
+        Item::Pack(k) => (None, Some(k.as_str())),
+    };
+    let mut fields: Vec<(&str, &str)> = vec![
+        ("mode", mode),
+        ("line_items[0][price]", &price),
+        ("line_items[0][quantity]", "1"),
+        ("client_reference_id", &account_id),
+        ("metadata[session_key]", &session_key),
+        ("success_url", &billing.success_url),
+        ("cancel_url", &billing.cancel_url),
+    ];
+    if let Some(p) = plan_meta {
+        fields.push(("metadata[plan]", p));
+    }
+    if let Some(k) = pack_meta {
+        fields.push(("metadata[credits_pack]", k));
+    }
+    // Stripe takes either a known customer or an e-mail to prefill, not both.
+    match (&sub.customer_id, &account.email) {
+        (Some(c), _) => fields.push(("customer", c)),
+        (None, Some(e)) => fields.push(("customer_email", e)),
+        (None, None) => {}
+    }
+    let created = stripe_api::call(
+        shared,
+        billing,
+        "POST",
+        "/v1/checkout/sessions",
+        Some(&form(&fields)),
+        Some(&format!("tollgate-checkout-{session_key}")),
+    )
+    .await
+    .map_err(|e| GatewayError::new(ErrorKind::Upstream, format!("checkout failed: {e}")))?;
+    let (Some(id), Some(url)) = (created["id"].as_str(), created["url"].as_str()) else {
+        return Err(GatewayError::new(
+            ErrorKind::Upstream,
+            "checkout failed: Stripe's reply has no session id or url",
+        ));
+    };
+    ledger
+        .record_checkout(
+            &Checkout {
+                id: id.to_owned(),
+                session_key,
+                account_id: account_id.clone(),
+                plan: plan_meta.map(str::to_owned),
+                credits_pack: pack_meta.map(str::to_owned),
+                mode: mode.to_owned(),
+            },
+            crate::clock::now_ms(),
+        )
+        .await?;
+    let v = json!({
+        "checkout_url": url,
+        "session_id": id,
+        // A pack leaves the plan as it is.
+        "plan": plan_meta.unwrap_or(&account.plan),
+        "credits_pack": pack_meta,
+        "mode": mode,
+    });
+    respond::json(session, ctx, 200, &v, &[]).await;
+    Ok(())
+}

@@ -1,0 +1,158 @@
+//! The few Stripe API calls the gateway makes (create a Checkout Session, read its line items,
+//! create a Billing Portal session), over Pingora's pooled connector like every other upstream:
+//! form-encoded bodies, the secret key as a Bearer token, an `Idempotency-Key` on creations.
+//! Any failure (refused, timed out, non-2xx, not JSON) is a [`StripeError`] in words; the
+//! handlers answer it with 502 and store nothing as paid.
+
+use std::time::Duration;
+
+use pingora::http::RequestHeader;
+use pingora::upstreams::peer::HttpPeer;
+use serde_json::Value;
+
+use crate::config::{Billing, EndpointUrl};
+use crate::runtime::Shared;
+
+/// Stripe's answers are small; a longer one is not Stripe.
+const MAX_REPLY: usize = 1 << 20;
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StripeError {
+    /// Stripe's HTTP status when it answered one (a 404 is an answer, not an outage).
+    pub status: Option<u16>,
+    pub message: String,
+}
+
+impl std::fmt::Display for StripeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+fn fail(s: impl Into<String>) -> StripeError {
+    StripeError {
+        status: None,
+        message: s.into(),
+    }
+}
+
+/// The secret key from the environment variable the config names.
+pub fn secret_key(billing: &Billing) -> Result<String, StripeError> {
+    std::env::var(&billing.secret_key_env)
+        .ok()
+        .filter(|k| !k.trim().is_empty())
+        .ok_or_else(|| {
+            fail(format!(
+                "the Stripe secret key is not set (environment variable {})",
+                billing.secret_key_env
+            ))
+        })
+}
+
+/// One call: `method path` with an optional form body; the reply's JSON when it is 2xx.
+pub async fn call(
+    shared: &Shared,
+    billing: &Billing,
+    method: &str,
+    path: &str,
+    form: Option<&str>,
+    idempotency_key: Option<&str>,
+) -> Result<Value, StripeError> {
+    let key = secret_key(billing)?;
+    match tokio::time::timeout(
+        TIMEOUT,
+        exchange(shared, billing, method, path, form, idempotency_key, &key),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(_) => Err(fail("Stripe did not answer in time")),
+    }
+}
+
+async fn exchange(
+    shared: &Shared,
+    billing: &Billing,
+    method: &str,
+    path: &str,
+    form: Option<&str>,
+    idempotency_key: Option<&str>,
+    key: &str,
+) -> Result<Value, StripeError> {
+    let url = EndpointUrl::parse(&billing.stripe_api_base)
+        .map_err(|e| fail(format!("billing.stripe_api_base {e}")))?;
+    let addr = tokio::net::lookup_host((url.host.as_str(), url.port))
+        .await
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| fail(format!("cannot resolve {}", url.host)))?;
+    let sni = if url.tls {
+        url.host.clone()
+    } else {
+        String::new()
+    };
+    let mut peer = HttpPeer::new(addr, url.tls, sni);
+    peer.options.connection_timeout = Some(TIMEOUT);
+    peer.options.read_timeout = Some(TIMEOUT);
+    let full_path = format!("{}{path}", url.base_path);
+    let body = form.unwrap_or("").as_bytes().to_vec();
+    let header = (|| -> pingora::Result<Box<RequestHeader>> {
+        let mut h = RequestHeader::build(method, full_path.as_bytes(), Some(8))?;
+        h.insert_header("Host", url.authority())?;
+        h.insert_header("Authorization", format!("Bearer {key}"))?;
+        h.insert_header("Content-Type", "application/x-www-form-urlencoded")?;
+        h.insert_header("Content-Length", body.len().to_string())?;
+        if let Some(k) = idempotency_key {
+            h.insert_header("Idempotency-Key", k)?;
+        }
+        Ok(Box::new(h))
+    })()
+    .map_err(|e| fail(format!("could not build the request ({e})")))?;
+    let (mut up, _) = shared
+        .connector
+        .get_http_session(&peer)
+        .await
+        .map_err(|_| fail("could not connect to Stripe"))?;
+    let sent = async {
+        up.write_request_header(header).await?;
+        if !body.is_empty() {
+            up.write_request_body(body.into(), true).await?;
+        }
+        up.finish_request_body().await?;
+        up.read_response_header().await
+    }
+    .await;
+    sent.map_err(|_| fail("Stripe dropped the connection"))?;
+    let status = up.response_header().map_or(0, |h| h.status.as_u16());
+    let mut buf = Vec::new();
+    loop {
+        match up.read_response_body().await {
+            Ok(Some(b)) => {
+                if buf.len() + b.len() > MAX_REPLY {
+                    return Err(fail("Stripe's reply was too long"));
+                }
+                buf.extend_from_slice(&b);
+            }
+            Ok(None) => break,
+            Err(_) => return Err(fail("Stripe dropped the connection mid-reply")),
+        }
+    }
+    let json: Option<Value> = serde_json::from_slice(&buf).ok();
+    if !(200..300).contains(&status) {
+        let why = json
+            .as_ref()
+            .and_then(|v| v["error"]["message"].as_str())
+            .unwrap_or("no message");
+        return Err(StripeError {
+            status: Some(status),
+            message: format!("Stripe answered HTTP {status}: {why}"),
+        });
+    }
+    let v = json.ok_or_else(|| fail("Stripe's reply was not JSON"))?;
+    shared
+        .connector
+        .release_http_session(up, &peer, Some(Duration::from_secs(30)))
+        .await;
+    Ok(v)
+}
