@@ -32,7 +32,9 @@ impl std::fmt::Display for SignatureError {
                 "the Stripe-Signature header is malformed (want t=<seconds>,v1=<hex>)"
             }
             SignatureError::NoSecret => "no webhook signing secret is configured",
-            SignatureError::TooOld => "the signature's timestamp is outside the tolerance (too old)",
+            SignatureError::TooOld => {
+                "the signature's timestamp is outside the tolerance (too old)"
+            }
             SignatureError::InFuture => {
                 "the signature's timestamp is outside the tolerance (in the future)"
             }
@@ -51,7 +53,7 @@ fn hmac_of(secret: &str, t: &str, payload: &[u8]) -> Option<Hmac<Sha256>> {
 }
 
 fn hex_decode(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())
@@ -75,7 +77,10 @@ pub fn verify(
     let mut t = None;
     let mut sigs = Vec::new();
     for part in header.split(',') {
-        let (k, v) = part.trim().split_once('=').ok_or(SignatureError::Malformed)?;
+        let (k, v) = part
+            .trim()
+            .split_once('=')
+            .ok_or(SignatureError::Malformed)?;
         match k {
             "t" => t = Some(v),
             "v1" => sigs.push(hex_decode(v).ok_or(SignatureError::Malformed)?),
@@ -276,7 +281,8 @@ mod tests {
             {"description": "no price"}
         ]});
         assert_eq!(price_ids(&v), ["price_a", "price_b"]);
-        let inv = serde_json::json!({"parent": {"subscription_details": {"subscription": "sub_1"}}});
+        let inv =
+            serde_json::json!({"parent": {"subscription_details": {"subscription": "sub_1"}}});
         assert_eq!(invoice_subscription(&inv), Some("sub_1"));
     }
 }

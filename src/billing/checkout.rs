@@ -78,10 +78,9 @@ pub async fn checkout(
         },
     };
     let ledger = shared.ledger()?;
-    let account = ledger
-        .account(&account_id)
-        .await?
-        .ok_or_else(|| GatewayError::new(ErrorKind::Authentication, "the account no longer exists"))?;
+    let account = ledger.account(&account_id).await?.ok_or_else(|| {
+        GatewayError::new(ErrorKind::Authentication, "the account no longer exists")
+    })?;
     let sub = ledger.subscription(&account_id).await?;
     let session_key = crate::accounts::random_id(24)?;
     let mode = if recurring { "subscription" } else { "payment" };

@@ -40,10 +40,9 @@ pub async fn history(
 ) -> Result<(), GatewayError> {
     let account_id = caller.account()?;
     let ledger = shared.ledger()?;
-    let account = ledger
-        .account(account_id)
-        .await?
-        .ok_or_else(|| GatewayError::new(ErrorKind::Authentication, "the account no longer exists"))?;
+    let account = ledger.account(account_id).await?.ok_or_else(|| {
+        GatewayError::new(ErrorKind::Authentication, "the account no longer exists")
+    })?;
     let sub = ledger.subscription(account_id).await?;
     let payments: Vec<_> = ledger
         .payments(account_id)

@@ -15,7 +15,6 @@ use crate::runtime::Shared;
 
 /// Stripe's answers are small; a longer one is not Stripe.
 const MAX_REPLY: usize = 1 << 20;
-const TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StripeError {
@@ -61,7 +60,7 @@ pub async fn call(
 ) -> Result<Value, StripeError> {
     let key = secret_key(billing)?;
     match tokio::time::timeout(
-        TIMEOUT,
+        billing.api_timeout,
         exchange(shared, billing, method, path, form, idempotency_key, &key),
     )
     .await
@@ -93,8 +92,8 @@ async fn exchange(
         String::new()
     };
     let mut peer = HttpPeer::new(addr, url.tls, sni);
-    peer.options.connection_timeout = Some(TIMEOUT);
-    peer.options.read_timeout = Some(TIMEOUT);
+    peer.options.connection_timeout = Some(billing.api_timeout);
+    peer.options.read_timeout = Some(billing.api_timeout);
     let full_path = format!("{}{path}", url.base_path);
     let body = form.unwrap_or("").as_bytes().to_vec();
     let header = (|| -> pingora::Result<Box<RequestHeader>> {

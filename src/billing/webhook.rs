@@ -14,9 +14,7 @@ use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::{billing_config, stripe_api};
 use crate::config::{Billing, Config};
-use crate::ledger::payment_events::{
-    Applied, CheckoutPaid, Clawback, Renewal, SubscriptionChange,
-};
+use crate::ledger::payment_events::{Applied, CheckoutPaid, Clawback, Renewal, SubscriptionChange};
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::{body, respond};
 use crate::runtime::Shared;
@@ -49,7 +47,7 @@ pub async fn webhook(
             "the webhook signing secret is not configured",
         ));
     }
-    let now = crate::clock::now_secs() as i64;
+    let now = crate::clock::now_secs();
     verify(header, &raw, &keys, now, TOLERANCE_SECS)
         .map_err(|e| GatewayError::invalid(format!("Stripe-Signature: {e}")))?;
     let event: Value = serde_json::from_slice(&raw)
@@ -93,9 +91,16 @@ async fn apply(
     let s = |path: &[&str]| str_at(obj, path).map(str::to_owned);
     match ty {
         "checkout.session.completed" | "checkout.session.async_payment_succeeded" => {
-            if ty == "checkout.session.completed" && s(&["payment_status"]).as_deref() == Some("unpaid") {
+            if ty == "checkout.session.completed"
+                && s(&["payment_status"]).as_deref() == Some("unpaid")
+            {
                 return Ok(ledger
-                    .record_event(id, ty, "unpaid: waiting for checkout.session.async_payment_succeeded", now)
+                    .record_event(
+                        id,
+                        ty,
+                        "unpaid: waiting for checkout.session.async_payment_succeeded",
+                        now,
+                    )
                     .await?);
             }
             let Some(session_id) = s(&["id"]) else {
@@ -105,11 +110,23 @@ async fn apply(
                 return Ok(Applied::Duplicate);
             }
             let session_key = s(&["metadata", "session_key"]);
-            let Some((plan, pack, grant)) =
-                what_was_bought(shared, config, billing, &session_id, session_key.as_deref(), obj).await?
+            let Some((plan, pack, grant)) = what_was_bought(
+                shared,
+                config,
+                billing,
+                &session_id,
+                session_key.as_deref(),
+                obj,
+            )
+            .await?
             else {
                 return Ok(ledger
-                    .record_event(id, ty, "no plan or credit pack of ours in this session: nothing granted", now)
+                    .record_event(
+                        id,
+                        ty,
+                        "no plan or credit pack of ours in this session: nothing granted",
+                        now,
+                    )
                     .await?);
             };
             let paid = CheckoutPaid {
@@ -155,11 +172,15 @@ async fn apply(
                 payment_intent: s(&["payment_intent"]),
                 renews_at: lines["data"][0]["period"]["end"].as_i64().map(|t| t * 1000),
             };
-            Ok(ledger.apply_renewal(&r, &config.plans.grants(), now).await?)
+            Ok(ledger
+                .apply_renewal(&r, &config.plans.grants(), now)
+                .await?)
         }
         "customer.subscription.updated" | "customer.subscription.deleted" => {
             let Some(sub) = s(&["id"]) else {
-                return Ok(ledger.record_event(id, ty, "no subscription id", now).await?);
+                return Ok(ledger
+                    .record_event(id, ty, "no subscription id", now)
+                    .await?);
             };
             let items = &obj["items"];
             let c = SubscriptionChange {
@@ -185,7 +206,11 @@ async fn apply(
                 payment_intent: s(&["payment_intent"]),
                 invoice: s(&["invoice"]),
                 amount: int_at(obj, &["amount"]),
-                amount_refunded: if refund { int_at(obj, &["amount_refunded"]) } else { None },
+                amount_refunded: if refund {
+                    int_at(obj, &["amount_refunded"])
+                } else {
+                    None
+                },
                 currency: s(&["currency"]),
             };
             Ok(ledger.apply_clawback(&c, now).await?)

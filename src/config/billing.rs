@@ -17,6 +17,8 @@ pub struct BillingSection {
     pub webhook_secret_env: String,
     pub success_url: String,
     pub cancel_url: String,
+    /// Seconds a Stripe API call may take before the checkout answers 502.
+    pub api_timeout: u64,
     pub credit_packs: BTreeMap<String, CreditPackSection>,
 }
 
@@ -28,6 +30,7 @@ impl Default for BillingSection {
             webhook_secret_env: "STRIPE_WEBHOOK_SECRET".into(),
             success_url: String::new(),
             cancel_url: String::new(),
+            api_timeout: 10,
             credit_packs: BTreeMap::new(),
         }
     }
@@ -53,6 +56,7 @@ pub struct Billing {
     pub webhook_secret_env: String,
     pub success_url: String,
     pub cancel_url: String,
+    pub api_timeout: std::time::Duration,
     pub credit_packs: BTreeMap<String, CreditPack>,
 }
 
@@ -102,6 +106,9 @@ impl BillingSection {
                 "must be an http(s) URL such as https://api.stripe.com",
             ));
         }
+        if self.api_timeout == 0 {
+            errs.push(err("billing.api_timeout", "must be at least 1 second"));
+        }
         let public = public_url.trim_end_matches('/');
         let or_default = |u: &str, d: &str| {
             if u.is_empty() {
@@ -116,6 +123,7 @@ impl BillingSection {
             webhook_secret_env: self.webhook_secret_env.clone(),
             success_url: or_default(&self.success_url, "/dashboard/billing?paid=1"),
             cancel_url: or_default(&self.cancel_url, "/dashboard/billing"),
+            api_timeout: std::time::Duration::from_secs(self.api_timeout),
             credit_packs,
         }
     }

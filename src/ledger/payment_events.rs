@@ -111,10 +111,21 @@ macro_rules! finish {
         let account: Option<String> = $account;
         let matched: Option<&'static str> = $matched;
         let outcome: String = $outcome;
-        sqlx::query("UPDATE stripe_events SET account_id = $1, matched_by = $2, outcome = $3 WHERE id = $4")
-            .bind(&account).bind(matched).bind(&outcome).bind($id).execute(&mut *$tx).await?;
+        sqlx::query(
+            "UPDATE stripe_events SET account_id = $1, matched_by = $2, outcome = $3 WHERE id = $4",
+        )
+        .bind(&account)
+        .bind(matched)
+        .bind(&outcome)
+        .bind($id)
+        .execute(&mut *$tx)
+        .await?;
         $tx.commit().await?;
-        Ok(Applied::Done { account_id: account, matched_by: matched, outcome })
+        Ok(Applied::Done {
+            account_id: account,
+            matched_by: matched,
+            outcome,
+        })
     }};
 }
 
@@ -133,7 +144,13 @@ const SET_PLAN: &str = "UPDATE accounts SET plan = $1, requests_per_hour = NULL,
 
 impl Ledger {
     /// Records an event that changes nothing (unhandled type, unpaid session, no plan found).
-    pub async fn record_event(&self, id: &str, ty: &str, outcome: &str, now: i64) -> Result<Applied> {
+    pub async fn record_event(
+        &self,
+        id: &str,
+        ty: &str,
+        outcome: &str,
+        now: i64,
+    ) -> Result<Applied> {
         on_pool!(self, p => {
             let mut tx = p.begin().await?;
             if !claim_event!(tx, id, ty, now) {
@@ -212,7 +229,12 @@ impl Ledger {
     }
 
     /// A renewal grants the plan's credits again (`grants`: plan → µcr).
-    pub async fn apply_renewal(&self, r: &Renewal, grants: &BTreeMap<String, i64>, now: i64) -> Result<Applied> {
+    pub async fn apply_renewal(
+        &self,
+        r: &Renewal,
+        grants: &BTreeMap<String, i64>,
+        now: i64,
+    ) -> Result<Applied> {
         on_pool!(self, p => {
             let mut tx = p.begin().await?;
             if !claim_event!(tx, &r.event_id, "invoice.paid", now) {

@@ -55,7 +55,10 @@ pub struct Unclaimed {
 /// What an assignment moved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Assigned {
-    Moved { credits: i64, plan: String },
+    Moved {
+        credits: i64,
+        plan: String,
+    },
     /// No unclaimed anonymous account by that id.
     NoSuchAnonymous,
     /// No (real, unclaimed) target account.

@@ -149,7 +149,9 @@ pub async fn dispatch(
         }
         Handler::McpAll => mcp::endpoint::handle(shared, session, ctx, None).await,
         Handler::McpOne => mcp::endpoint::handle(shared, session, ctx, Some(id)).await,
-        Handler::BillingCheckout => billing::checkout::checkout(shared, session, ctx, &caller).await,
+        Handler::BillingCheckout => {
+            billing::checkout::checkout(shared, session, ctx, &caller).await
+        }
         Handler::BillingHistory => billing::history(shared, session, ctx, &caller).await,
         Handler::BillingPortal => billing::portal(shared, session, ctx, &caller).await,
         Handler::BillingWebhook => billing::webhook::webhook(shared, session, ctx).await,

@@ -199,6 +199,15 @@ impl Gateway {
                 "TOLLGATE_TEST_ANTHROPIC_KEY",
                 crate::anthropic::FAKE_ANTHROPIC_KEY,
             )
+            .env("TOLLGATE_TEST_STRIPE_KEY", crate::stripe::FAKE_STRIPE_KEY)
+            .env(
+                "TOLLGATE_TEST_STRIPE_WEBHOOK_SECRET",
+                format!(
+                    "{},{}",
+                    crate::stripe::WEBHOOK_SECRET,
+                    crate::stripe::WEBHOOK_SECRET_OLD
+                ),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()

@@ -11,6 +11,8 @@
 //! - [`mcp`]: [`FakeToolServer`], an MCP tool server (sessions, JSON or SSE, a plain handler)
 //!   with every failure of a call ([`ToolMode`]).
 //! - [`fastmcp`]: [`FastMcpServer`], a tool server made with the official `mcp` SDK's FastMCP.
+//! - [`stripe`]: [`FakeStripe`], the Stripe API's Checkout, line items and Billing Portal, and
+//!   webhook events signed with Stripe's scheme ([`stripe::sign`]).
 //! - [`redis`]: [`PrivateRedis`], a `redis-server` of a test's own, to kill and bring back.
 //! - [`http`]: a small HTTP/1.1 client that shows exactly what went over the wire.
 //! - [`services`]: which Postgres and Redis the run uses, and [`skip`] for a test that cannot
@@ -29,6 +31,7 @@ pub mod mcp;
 pub mod openai;
 pub mod redis;
 pub mod services;
+pub mod stripe;
 
 pub use anthropic::{anthropic_provider, AnthropicMode, FakeAnthropic, FAKE_ANTHROPIC_KEY};
 pub use fastmcp::FastMcpServer;
@@ -41,3 +44,4 @@ pub use mcp::{FakeToolServer, ToolMode};
 pub use openai::{user, FakeOpenAi, FakeOpenAiBuilder, Mode, Recorded};
 pub use redis::PrivateRedis;
 pub use services::{database_url, python_with, redis_url, services_required, skip};
+pub use stripe::{FakeStripe, StripeMode, FAKE_STRIPE_KEY, WEBHOOK_SECRET, WEBHOOK_SECRET_OLD};
