@@ -31,6 +31,7 @@ pub mod billing;
 pub mod chat;
 pub mod clock;
 pub mod config;
+pub mod dashboard;
 pub mod ledger;
 pub mod limits;
 pub mod mcp;

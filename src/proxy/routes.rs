@@ -12,7 +12,7 @@ use super::probes;
 use super::table::{Access, Handler, Route, ROUTES};
 use crate::chat::models::Listing;
 use crate::runtime::Shared;
-use crate::{accounts, admin, billing, chat, mcp, messages};
+use crate::{accounts, admin, billing, chat, dashboard, mcp, messages};
 use Access::{Admin, KeyOrSession, Open};
 
 /// `Some(id)` when `path` matches `pattern` (the `{id}` segment's value, or "" without one).
@@ -157,6 +157,8 @@ pub async fn dispatch(
         Handler::BillingWebhook => billing::webhook::webhook(shared, session, ctx).await,
         Handler::AdminUnclaimed => billing::unclaimed::list(shared, session, ctx).await,
         Handler::AdminAssign => billing::unclaimed::assign(shared, session, ctx, id).await,
+        Handler::Page => dashboard::page(shared, session, ctx).await,
+        Handler::Asset => dashboard::asset(shared, session, ctx, id).await,
     }
 }
 

@@ -47,6 +47,8 @@ pub enum Handler {
     BillingWebhook,
     AdminUnclaimed,
     AdminAssign,
+    Page,
+    Asset,
 }
 
 pub struct Route {
@@ -96,6 +98,12 @@ pub const ROUTES: &[Route] = &[
         "pricing",
     ),
     route("GET", "/healthz", Open, Handler::Healthz, "healthz"),
+    // The pricing page and the dashboard app (one page; the script renders the route).
+    route("GET", "/", Open, Handler::Page, "dashboard"),
+    route("GET", "/pricing", Open, Handler::Page, "dashboard"),
+    route("GET", "/dashboard", Open, Handler::Page, "dashboard"),
+    route("GET", "/dashboard/{id}", Open, Handler::Page, "dashboard"),
+    route("GET", "/assets/{id}", Open, Handler::Asset, "dashboard"),
     route("GET", "/readyz", Open, Handler::Readyz, "readyz"),
     route("POST", "/api/v1/auth/signup", Open, Handler::Signup, "api"),
     route("POST", "/api/v1/auth/login", Open, Handler::Login, "api"),

@@ -131,6 +131,8 @@ pub struct Opts {
     pub public_url: Option<String>,
     /// `server.graceful_shutdown_secs` (default 1).
     pub grace_secs: Option<u64>,
+    /// Extra `[server]` lines (e.g. `admin_emails = ["ops@example.com"]`).
+    pub server_extra: String,
     /// The `[abuse]` section; default: signups and logins per address too generous to get in
     /// a test's way (every test signs up from 127.0.0.1).
     pub abuse: Option<String>,
@@ -175,6 +177,7 @@ impl Gateway {
             "[plans.guest]\nrequests_per_hour = 100000\nrequests_per_day = 100000\n".into()
         });
         let grace = opts.grace_secs.unwrap_or(1);
+        let server_extra = opts.server_extra.clone();
         let abuse = opts.abuse.clone().unwrap_or_else(|| {
             "[abuse]\nsignups_per_hour = 100000\nsignups_per_day = 100000\nlogins_per_hour = 100000\nlogins_per_day = 100000\n".into()
         });
@@ -185,7 +188,7 @@ impl Gateway {
             .clone()
             .unwrap_or_else(|| format!("http://{addr}"));
         let server_section = format!(
-            "[server]\nlisten = \"{addr}\"\npublic_url = \"{public_url}\"\nmetrics_listen = \"{metrics_addr}\"\nthreads = 2\ngraceful_shutdown_secs = {grace}\nmax_body_bytes = 8388608\ntrusted_proxies = [{trusted}]\n\n[storage]\ndatabase_url = \"{db}\"\n{storage}\n\n{plans}\n{abuse}\n"
+            "[server]\nlisten = \"{addr}\"\npublic_url = \"{public_url}\"\nmetrics_listen = \"{metrics_addr}\"\nthreads = 2\ngraceful_shutdown_secs = {grace}\nmax_body_bytes = 8388608\ntrusted_proxies = [{trusted}]\n{server_extra}\n\n[storage]\ndatabase_url = \"{db}\"\n{storage}\n\n{plans}\n{abuse}\n"
         );
         let config_path = dir.join("tollgate.toml");
         std::fs::write(&config_path, format!("{server_section}{body}")).unwrap();

@@ -39,6 +39,8 @@ struct State {
     requests: Mutex<Vec<Recorded>>,
     /// Checkout Session id → its price, for line items.
     sessions: Mutex<HashMap<String, String>>,
+    /// Checkout Session id → the session as created (for `GET` and the payment page).
+    created: Mutex<HashMap<String, Value>>,
     /// Idempotency-Key → the session made with it.
     idempotent: Mutex<HashMap<String, Value>>,
 }
@@ -168,6 +170,23 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
             }
             StripeMode::Ok => {}
         }
+        if let Some(id) = req.path.strip_prefix("/c/pay/") {
+            // The hosted payment page a browser is sent to: the test pays by delivering the
+            // signed webhook itself, then follows the success link.
+            let s = st
+                .created
+                .lock()
+                .unwrap()
+                .get(id)
+                .cloned()
+                .unwrap_or(Value::Null);
+            let back = s["success_url"].as_str().unwrap_or("/").to_owned();
+            let html = format!("<!doctype html><html><head><meta charset=utf-8><title>Fake Checkout</title><link rel=icon href=\"data:,\"></head><body><h1>Fake Checkout</h1><p id=session>{id}</p><a id=paid href=\"{back}\">Back to the merchant</a></body></html>");
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\n\r\n", html.len());
+            sock.write_all(head.as_bytes()).await?;
+            sock.write_all(html.as_bytes()).await?;
+            continue;
+        }
         if req.header("authorization") != Some(&format!("Bearer {FAKE_STRIPE_KEY}")) {
             let e = json!({"error": {"type": "invalid_request_error", "message": "Invalid API Key provided"}});
             reply(&mut sock, 401, &e).await?;
@@ -192,8 +211,20 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
                     .unwrap_or("")
                     .to_owned();
                 st.sessions.lock().unwrap().insert(id.clone(), price);
-                let s = json!({"id": id, "object": "checkout.session", "url": format!("https://checkout.stripe.test/c/pay/{id}"),
-                               "mode": field(&pairs, "mode"), "client_reference_id": field(&pairs, "client_reference_id")});
+                let metadata: serde_json::Map<String, Value> = pairs
+                    .iter()
+                    .filter_map(|(k, v)| {
+                        let name = k.strip_prefix("metadata[")?.strip_suffix(']')?;
+                        Some((name.to_owned(), Value::from(v.as_str())))
+                    })
+                    .collect();
+                let host = req.header("host").unwrap_or("127.0.0.1").to_owned();
+                let s = json!({"id": id, "object": "checkout.session", "url": format!("http://{host}/c/pay/{id}"),
+                               "mode": field(&pairs, "mode"), "client_reference_id": field(&pairs, "client_reference_id"),
+                               "customer_email": field(&pairs, "customer_email"), "metadata": metadata,
+                               "success_url": field(&pairs, "success_url"), "cancel_url": field(&pairs, "cancel_url"),
+                               "payment_status": "unpaid", "status": "open"});
+                st.created.lock().unwrap().insert(id.clone(), s.clone());
                 if let Some(k) = key {
                     st.idempotent.lock().unwrap().insert(k, s.clone());
                 }
@@ -206,6 +237,16 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
                         let v = json!({"object": "list", "data": [{"object": "item", "price": {"id": p}, "quantity": 1}], "has_more": false});
                         reply(&mut sock, 200, &v).await?;
                     }
+                    None => {
+                        let e = json!({"error": {"type": "invalid_request_error", "message": format!("No such checkout.session: '{id}'")}});
+                        reply(&mut sock, 404, &e).await?;
+                    }
+                }
+            }
+            ("GET", ["v1", "checkout", "sessions", id]) => {
+                let found = st.created.lock().unwrap().get(*id).cloned();
+                match found {
+                    Some(s) => reply(&mut sock, 200, &s).await?,
                     None => {
                         let e = json!({"error": {"type": "invalid_request_error", "message": format!("No such checkout.session: '{id}'")}});
                         reply(&mut sock, 404, &e).await?;
