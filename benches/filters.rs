@@ -98,6 +98,7 @@ fn catalog(n: usize) -> Catalog {
             max_output_tokens: 1000,
             guest: false,
             self_hosted: i == n - 1,
+            demo: false,
             deprecated_at: None,
             retires_at: None,
             replacement: None,

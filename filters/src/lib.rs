@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 pub mod anthropic;
+pub mod changelog;
 pub mod credits;
 pub mod error;
 pub mod keys;

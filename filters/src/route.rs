@@ -57,6 +57,9 @@ pub struct ModelSpec {
     pub max_output_tokens: u64,
     pub guest: bool,
     pub self_hosted: bool,
+    /// Served by the demo provider: a candidate only when asked for by name (never a failover
+    /// target or a tier's pick, so a real request never gets a canned reply).
+    pub demo: bool,
     pub deprecated_at: Option<i64>,
     pub retires_at: Option<i64>,
     pub replacement: Option<String>,
@@ -106,12 +109,25 @@ pub struct Resolution {
     pub notice: Option<Notice>,
 }
 
+/// `[[alias_changes]]`: `alias` points at `to` from `at` on (the changelog lists it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AliasChange {
+    pub alias: String,
+    pub to: String,
+    /// Unix seconds.
+    pub at: i64,
+    /// Unix seconds; the changelog lists the change from then on.
+    pub announced: i64,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     models: Vec<ModelSpec>,
     index: HashMap<String, usize>,
     aliases: Vec<(String, String)>,
     alias_index: HashMap<String, String>,
+    /// Scheduled alias changes, oldest `at` first (see `changelog`).
+    changes: Vec<AliasChange>,
 }
 
 impl Catalog {
@@ -129,7 +145,44 @@ impl Catalog {
             index,
             aliases,
             alias_index,
+            changes: Vec::new(),
         }
+    }
+
+    /// The catalog with scheduled alias changes: each alias points at its latest change whose
+    /// `at` has come, from that second on, without a reload.
+    pub fn with_changes(mut self, mut changes: Vec<AliasChange>) -> Catalog {
+        changes.sort_by_key(|c| c.at);
+        self.changes = changes;
+        self
+    }
+
+    pub fn alias_changes(&self) -> &[AliasChange] {
+        &self.changes
+    }
+
+    /// What an alias names at `now` (`None`: not an alias, or one that starts later).
+    pub fn alias_target(&self, alias: &str, now: i64) -> Option<&str> {
+        self.changes
+            .iter()
+            .rev()
+            .find(|c| c.alias == alias && c.at <= now)
+            .map(|c| c.to.as_str())
+            .or_else(|| self.alias_index.get(alias).map(String::as_str))
+    }
+
+    /// Every alias and its target at `now`, in config order (aliases a change introduces last).
+    pub fn aliases_at(&self, now: i64) -> Vec<(&str, &str)> {
+        let mut names: Vec<&str> = self.aliases.iter().map(|(a, _)| a.as_str()).collect();
+        for c in &self.changes {
+            if !names.contains(&c.alias.as_str()) {
+                names.push(&c.alias);
+            }
+        }
+        names
+            .into_iter()
+            .filter_map(|a| Some((a, self.alias_target(a, now)?)))
+            .collect()
     }
 
     pub fn models(&self) -> &[ModelSpec] {
@@ -159,7 +212,7 @@ impl Catalog {
                 notice: None,
             });
         }
-        let id = self.alias_index.get(name).map_or(name, String::as_str);
+        let id = self.alias_target(name, now).unwrap_or(name);
         let not_found = || {
             GatewayError::new(
                 ErrorKind::ModelNotFound,
@@ -212,7 +265,7 @@ impl Catalog {
         usable: impl Fn(&ModelSpec) -> bool,
     ) -> Vec<usize> {
         let mut out: Vec<usize> = Vec::with_capacity(4);
-        let ok = |m: &ModelSpec| !m.retired(now) && (!guest_only || m.guest);
+        let ok = |m: &ModelSpec| !m.retired(now) && (!guest_only || m.guest) && !m.demo;
         let tier = match target {
             Target::Model(i) => {
                 out.push(i);
@@ -252,6 +305,7 @@ mod tests {
             max_output_tokens: 100,
             guest: false,
             self_hosted: false,
+            demo: false,
             deprecated_at: None,
             retires_at: None,
             replacement: None,
@@ -275,6 +329,20 @@ mod tests {
             ],
             vec![("econ".into(), "e2".into())],
         )
+    }
+
+    #[test]
+    fn a_demo_model_is_a_candidate_only_by_name() {
+        let mut demo = spec("demo", "d", Tier::Economy);
+        demo.demo = true;
+        let c = Catalog::new(vec![spec("e1", "a", Tier::Economy), demo], Vec::new());
+        let all = |_: &ModelSpec| true;
+        assert_eq!(
+            c.candidates(Target::Tier(Tier::Economy), 0, false, all),
+            [0]
+        );
+        assert_eq!(c.candidates(Target::Model(0), 0, false, all), [0]);
+        assert_eq!(c.candidates(Target::Model(1), 0, false, all), [1]);
     }
 
     #[test]

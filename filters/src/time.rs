@@ -45,6 +45,27 @@ pub fn parse_date(s: &str) -> Option<i64> {
     Some(days * 86_400)
 }
 
+/// A config instant: `YYYY-MM-DD` (UTC midnight) or `YYYY-MM-DDTHH:MM:SSZ` (UTC).
+pub fn parse_instant(s: &str) -> Option<i64> {
+    if s.len() == 10 {
+        return parse_date(s);
+    }
+    let (date, time) = s.split_once('T')?;
+    let time = time.strip_suffix('Z')?;
+    let day = parse_date(date)?;
+    let mut parts = time.split(':');
+    let mut next = |max: i64| -> Option<i64> {
+        let p = parts.next()?;
+        let v: i64 = p.parse().ok().filter(|_| p.len() == 2)?;
+        (0..=max).contains(&v).then_some(v)
+    };
+    let (h, m, sec) = (next(23)?, next(59)?, next(59)?);
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(day + h * 3600 + m * 60 + sec)
+}
+
 pub fn format_date(unix: i64) -> String {
     let (y, m, d) = civil_from_days(unix.div_euclid(86_400));
     format!("{y:04}-{m:02}-{d:02}")

@@ -5,6 +5,7 @@
 
 pub mod key_cache;
 pub mod keys;
+pub mod me;
 pub mod passwords;
 pub mod signup;
 pub mod throttle;

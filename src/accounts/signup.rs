@@ -9,7 +9,7 @@ use super::{
     SESSION_TTL_SECS,
 };
 use crate::proxy::body;
-use crate::proxy::caller::{self, Caller};
+use crate::proxy::caller;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::respond;
 use crate::runtime::Shared;
@@ -172,25 +172,4 @@ pub async fn logout(
     )
     .await;
     Ok(())
-}
-
-pub async fn me(
-    shared: &Shared,
-    session: &mut Session,
-    ctx: &mut RequestCtx,
-    caller: &Caller,
-) -> Result<(), GatewayError> {
-    let account_id = caller.account()?;
-    let ledger = shared.ledger()?;
-    // This instance's leased settlements written first, its lease's unheld part shown.
-    let round = shared.leases.flush(ledger, account_id).await?;
-    let mut a = ledger.account(account_id).await?.ok_or_else(gone)?;
-    a.balance += shared.leases.available(account_id);
-    drop(round);
-    respond::json(session, ctx, 200, &account_json(&a), &[]).await;
-    Ok(())
-}
-
-fn gone() -> GatewayError {
-    GatewayError::new(ErrorKind::Authentication, "the account no longer exists")
 }

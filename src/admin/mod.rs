@@ -1,5 +1,6 @@
-//! The admin API (`/api/v1/admin/*`): an account's view, credit adjustments and plan. The
-//! route table admits only the admin token (`proxy::caller::admin`). Credit changes are
+//! The admin API (`/api/v1/admin/*`): an account's view (by id, or found by e-mail), credit
+//! adjustments and plan. The route table admits only the admin token or an operator's session
+//! (`proxy::caller::admin`). Credit changes are
 //! ledger entries, never silent updates.
 
 use pingora::proxy::Session;
@@ -33,6 +34,63 @@ pub async fn account(
     v["credits_spent"] = tollgate_filters::credits::to_credits(spent).into();
     respond::json(session, ctx, 200, &v, &[]).await;
     Ok(())
+}
+
+/// `GET accounts?q=<e-mail or user id>`: the account as `GET accounts/{id}` shows it.
+pub async fn find(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<(), GatewayError> {
+    let q = session
+        .req_header()
+        .uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .find_map(|p| p.strip_prefix("q="))
+        .map(percent_decode)
+        .unwrap_or_default();
+    let q = q.trim();
+    if q.is_empty() {
+        return Err(GatewayError::invalid(
+            "q: give an e-mail address or a user id",
+        ));
+    }
+    let id = if q.contains('@') {
+        let found = shared.ledger()?.login_lookup(&q.to_lowercase()).await?;
+        found.map(|(id, _)| id).ok_or_else(|| no_account(q))?
+    } else {
+        q.to_owned()
+    };
+    account(shared, session, ctx, &id).await
+}
+
+/// `%XX` and `+` in a query value.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 3 <= b.len() => {
+                match std::str::from_utf8(&b[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                {
+                    Some(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `POST accounts/{id}/credits {delta, reason}`: an adjustment; never below zero.
@@ -119,4 +177,14 @@ pub async fn plan(
 
 fn no_account(id: &str) -> GatewayError {
     GatewayError::new(ErrorKind::NotFound, format!("no account `{id}`"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn query_values_are_percent_decoded() {
+        assert_eq!(super::percent_decode("a%40b.io"), "a@b.io");
+        assert_eq!(super::percent_decode("x+y%2"), "x y%2");
+        assert_eq!(super::percent_decode("%zz"), "%zz");
+    }
 }

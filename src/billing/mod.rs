@@ -5,6 +5,7 @@
 //! account could be found for.
 
 pub mod checkout;
+pub mod plans;
 pub mod stripe_api;
 pub mod unclaimed;
 pub mod webhook;

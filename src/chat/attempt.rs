@@ -199,7 +199,7 @@ impl Attempt<'_> {
         self.release(up).await;
 
         let model = &self.dest.model.id;
-        let (wire, kind) = (ctx.wire, self.dest.pool.provider.kind);
+        let (wire, kind) = (ctx.wire, self.dest.pool.provider.kind.wire());
         let mut text = None;
         let (mut out, mut usage, counted) = translate::reply(wire, kind, &buf, model, |t| {
             text = Some(t.to_owned());

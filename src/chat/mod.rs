@@ -106,7 +106,10 @@ async fn pipeline(
     // A request the first candidate's wire format cannot carry faithfully is refused before
     // anything is held (a later candidate of that kind is skipped instead).
     let first = catalog.model(candidates[0]);
-    let first_kind = rt.pools.get(&first.provider).map(|p| p.provider.kind);
+    let first_kind = rt
+        .pools
+        .get(&first.provider)
+        .map(|p| p.provider.kind.wire());
     match (&anthropic, first_kind) {
         (None, Some(ProviderKind::Anthropic)) => check_translatable(&req)?,
         (Some(original), Some(ProviderKind::OpenAi)) => check_openai_translatable(original)?,

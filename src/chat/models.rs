@@ -1,4 +1,5 @@
-//! `GET /v1/models` and `GET /v1/models/pricing`: every name a client may send, and the rates.
+//! `GET /v1/models`, `GET /v1/models/pricing` and `GET /v1/models/changelog`: every name a
+//! client may send, the rates, and the scheduled changes.
 //! Both are open to guests (counted against the guest limit) and to keys.
 
 use pingora::proxy::Session;
@@ -7,6 +8,7 @@ use tollgate_filters::route::{Catalog, Tier};
 use tollgate_filters::time::format_date;
 use tollgate_filters::GatewayError;
 
+use crate::config::ProviderKind;
 use crate::proxy::caller::{self, Caller};
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::respond;
@@ -17,6 +19,7 @@ use crate::runtime::Shared;
 pub enum Listing {
     Models,
     Pricing,
+    Changelog,
 }
 
 /// Serves a list; a guest's request counts against the guest limit, a key's does not.
@@ -32,8 +35,20 @@ pub async fn handle(
     let rt = shared.runtime.load();
     let now = crate::clock::now_secs();
     let body = match listing {
-        Listing::Models => list(&rt.config.catalog, now, shared.started),
+        Listing::Models => {
+            let demo: Vec<&str> = rt
+                .config
+                .providers
+                .iter()
+                .filter(|p| p.kind == ProviderKind::Demo)
+                .map(|p| p.name.as_str())
+                .collect();
+            list(&rt.config.catalog, now, shared.started, &demo)
+        }
         Listing::Pricing => pricing(&rt.config.catalog, now),
+        Listing::Changelog => {
+            json!({"object": "list", "data": tollgate_filters::changelog::entries(&rt.config.catalog, now)})
+        }
     };
     respond::json(session, ctx, 200, &body, &[]).await;
     Ok(())
@@ -45,15 +60,21 @@ fn credits(micros: u64) -> Value {
 }
 
 /// OpenAI's list shape. Pinned ids, then aliases, then tier names, so that a client listing
-/// models finds every name it may send.
-pub fn list(catalog: &Catalog, now: i64, created: i64) -> Value {
+/// models finds every name it may send. Models of a `demo` provider say so (`owned_by`,
+/// `demo`, `description`).
+pub fn list(catalog: &Catalog, now: i64, created: i64, demo: &[&str]) -> Value {
     let mut data = Vec::new();
     for m in catalog.models().iter().filter(|m| !m.retired(now)) {
+        if demo.contains(&m.provider.as_str()) {
+            data.push(json!({"id": m.id, "object": "model", "created": created, "owned_by": "tollgate-demo",
+                             "demo": true, "description": "Tollgate's demo model: canned replies, no provider key or network"}));
+            continue;
+        }
         data.push(
             json!({"id": m.id, "object": "model", "created": created, "owned_by": m.provider}),
         );
     }
-    for (alias, target) in catalog.aliases() {
+    for (alias, target) in catalog.aliases_at(now) {
         data.push(json!({"id": alias, "object": "model", "created": created, "owned_by": "tollgate", "alias_of": target}));
     }
     for t in Tier::ALL {
@@ -78,7 +99,7 @@ pub fn pricing(catalog: &Catalog, now: i64) -> Value {
                 "id": m.id,
                 "provider": m.provider,
                 "tier": m.tier.as_str(),
-                "aliases": catalog.aliases_of(&m.id).collect::<Vec<_>>(),
+                "aliases": catalog.aliases_at(now).into_iter().filter(|(_, t)| *t == m.id).map(|(a, _)| a).collect::<Vec<_>>(),
                 "input_credits_per_1k": credits(m.input_micros_per_1k),
                 "output_credits_per_1k": credits(m.output_micros_per_1k),
                 "max_output_tokens": m.max_output_tokens,

@@ -109,7 +109,7 @@ async fn open(a: &Attempt<'_>, ctx: &RequestCtx) -> Result<(Relay, Vec<u8>), Att
         decoder: SseDecoder::new(MAX_SSE_EVENT),
         rewriter: translate::stream(
             ctx.wire,
-            a.dest.pool.provider.kind,
+            a.dest.pool.provider.kind.wire(),
             &a.dest.model.id,
             a.req.client_wants_usage,
         ),

@@ -23,8 +23,10 @@ pub fn reply(
     model: &str,
     count: impl FnOnce(&str) -> Usage,
 ) -> Result<(Vec<u8>, Usage, bool), String> {
-    match (wire, kind) {
-        (Wire::OpenAi, ProviderKind::OpenAi) => rewrite_completion(raw, model, count),
+    match (wire, kind.wire()) {
+        (Wire::OpenAi, ProviderKind::OpenAi | ProviderKind::Demo) => {
+            rewrite_completion(raw, model, count)
+        }
         (Wire::OpenAi, ProviderKind::Anthropic) => {
             let (out, usage) = message_to_completion(raw, model, crate::clock::now_secs() as u64)?;
             Ok((out, usage, false))
@@ -33,7 +35,9 @@ pub fn reply(
             let (out, usage) = rewrite_message(raw, model)?;
             Ok((out, usage, false))
         }
-        (Wire::Anthropic, ProviderKind::OpenAi) => completion_to_message(raw, model, count),
+        (Wire::Anthropic, ProviderKind::OpenAi | ProviderKind::Demo) => {
+            completion_to_message(raw, model, count)
+        }
     }
 }
 
@@ -44,8 +48,8 @@ pub fn stream(
     model: &str,
     client_wants_usage: bool,
 ) -> Box<dyn StreamTranslator> {
-    match (wire, kind) {
-        (Wire::OpenAi, ProviderKind::OpenAi) => {
+    match (wire, kind.wire()) {
+        (Wire::OpenAi, ProviderKind::OpenAi | ProviderKind::Demo) => {
             Box::new(StreamRewriter::new(model, client_wants_usage))
         }
         (Wire::OpenAi, ProviderKind::Anthropic) => Box::new(ToOpenAi::new(
@@ -54,6 +58,8 @@ pub fn stream(
             crate::clock::now_secs() as u64,
         )),
         (Wire::Anthropic, ProviderKind::Anthropic) => Box::new(Passthrough::new(model)),
-        (Wire::Anthropic, ProviderKind::OpenAi) => Box::new(FromOpenAi::new(model)),
+        (Wire::Anthropic, ProviderKind::OpenAi | ProviderKind::Demo) => {
+            Box::new(FromOpenAi::new(model))
+        }
     }
 }

@@ -41,12 +41,16 @@ impl Default for BillingSection {
 pub struct CreditPackSection {
     pub credits: f64,
     pub stripe_price: String,
+    /// The price as the pricing page shows it (e.g. `$10`).
+    #[serde(default)]
+    pub price_label: Option<String>,
 }
 
 #[derive(Debug, Clone)]
 pub struct CreditPack {
     pub credits: i64,
     pub stripe_price: String,
+    pub price_label: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -97,6 +101,7 @@ impl BillingSection {
                 CreditPack {
                     credits: credits.unwrap_or(0),
                     stripe_price: p.stripe_price.clone(),
+                    price_label: p.price_label.clone(),
                 },
             );
         }

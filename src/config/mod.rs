@@ -48,6 +48,8 @@ struct ConfigFile {
     #[serde(default)]
     aliases: BTreeMap<String, String>,
     #[serde(default)]
+    alias_changes: Vec<models::AliasChangeSection>,
+    #[serde(default)]
     plans: BTreeMap<String, plans::PlanSection>,
     #[serde(default)]
     billing: Option<billing::BillingSection>,
@@ -99,6 +101,7 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
 fn validate(file: &ConfigFile) -> Result<Config, Vec<ConfigError>> {
     let mut errs = Vec::new();
     let server = file.server.validate(&mut errs);
+    let providers = providers::validate(&file.providers, server.listen, &mut errs);
     let config = Config {
         billing: file
             .billing
@@ -107,8 +110,14 @@ fn validate(file: &ConfigFile) -> Result<Config, Vec<ConfigError>> {
         server,
         timeouts: file.timeouts.validate(&mut errs),
         storage: file.storage.validate(&mut errs),
-        providers: providers::validate(&file.providers, &mut errs),
-        catalog: models::validate(&file.models, &file.aliases, &file.providers, &mut errs),
+        providers,
+        catalog: models::validate(
+            &file.models,
+            &file.aliases,
+            &file.alias_changes,
+            &file.providers,
+            &mut errs,
+        ),
         plans: plans::validate(&file.plans, &mut errs),
         mcp: file.mcp.validate(&mut errs),
         abuse: file.abuse.validate(&mut errs),

@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use tollgate_filters::changelog::{AliasChange, MIN_ALIAS_NOTICE_SECS};
 use tollgate_filters::route::{Catalog, ModelSpec, Tier, MIN_NOTICE_SECS};
-use tollgate_filters::time::parse_date;
+use tollgate_filters::time::{parse_date, parse_instant};
 
 use super::error::{err, ConfigError};
 use super::providers::ProviderSection;
@@ -38,6 +39,17 @@ pub struct ModelSection {
     pub replacement: Option<String>,
 }
 
+/// `[[alias_changes]]`: an alias re-pointed at `to` from `at` (a date or a UTC time), announced
+/// in the changelog from `announced`, which must be at least 14 days earlier.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AliasChangeSection {
+    pub alias: String,
+    pub to: String,
+    pub at: String,
+    pub announced: String,
+}
+
 fn default_max_output() -> u64 {
     4096
 }
@@ -54,6 +66,7 @@ fn micros(path: &str, v: f64, errs: &mut Vec<ConfigError>) -> u64 {
 pub(super) fn validate(
     models: &[ModelSection],
     aliases: &BTreeMap<String, String>,
+    changes: &[AliasChangeSection],
     providers: &[ProviderSection],
     errs: &mut Vec<ConfigError>,
 ) -> Catalog {
@@ -130,6 +143,7 @@ pub(super) fn validate(
             max_output_tokens: m.max_output_tokens,
             guest: m.guest,
             self_hosted: provider.is_some_and(|p| p.self_hosted),
+            demo: provider.is_some_and(|p| p.kind == "demo"),
             deprecated_at,
             retires_at,
             replacement: m.replacement.clone(),
@@ -147,5 +161,43 @@ pub(super) fn validate(
         }
         alias_list.push((a.clone(), target.clone()));
     }
-    Catalog::new(specs, alias_list)
+    let mut scheduled = Vec::new();
+    for (i, c) in changes.iter().enumerate() {
+        let at = |k: &str| format!("alias_changes[{i}].{k}");
+        if Tier::parse(&c.alias).is_some() || models.iter().any(|m| m.id == c.alias) {
+            errs.push(err(at("alias"), "must be an alias, not a model id or tier"));
+        }
+        if !models.iter().any(|m| m.id == c.to) {
+            errs.push(err(at("to"), format!("unknown model `{}`", c.to)));
+        }
+        let when = |k: &str, v: &str, errs: &mut Vec<ConfigError>| {
+            let t = parse_instant(v);
+            if t.is_none() {
+                errs.push(err(
+                    at(k),
+                    "must be a date YYYY-MM-DD or a UTC time YYYY-MM-DDTHH:MM:SSZ",
+                ));
+            }
+            t
+        };
+        let (Some(t), Some(announced)) = (
+            when("at", &c.at, errs),
+            when("announced", &c.announced, errs),
+        ) else {
+            continue;
+        };
+        if t - announced < MIN_ALIAS_NOTICE_SECS {
+            errs.push(err(
+                at("at"),
+                format!("must be at least 14 days after announced ({})", c.announced),
+            ));
+        }
+        scheduled.push(AliasChange {
+            alias: c.alias.clone(),
+            to: c.to.clone(),
+            at: t,
+            announced,
+        });
+    }
+    Catalog::new(specs, alias_list).with_changes(scheduled)
 }

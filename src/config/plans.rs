@@ -18,6 +18,8 @@ pub struct PlanSection {
     pub stripe_price: Option<String>,
     /// Sold as a subscription (default) or as a one-off payment.
     pub recurring: Option<bool>,
+    /// The price as the pricing page shows it (e.g. `$20 / month`); Stripe holds the amount.
+    pub price_label: Option<String>,
 }
 
 /// The plan of callers without a key (limited per client IP).
@@ -37,6 +39,7 @@ pub struct Plan {
     pub stripe_price: Option<String>,
     /// Checkout mode `subscription` (true, the default) or `payment`.
     pub recurring: bool,
+    pub price_label: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -152,6 +155,7 @@ pub(super) fn validate(
                 grant,
                 stripe_price: plan.stripe_price.clone().filter(|p| !p.is_empty()),
                 recurring: plan.recurring.unwrap_or(true),
+                price_label: plan.price_label.clone(),
             },
         );
     }

@@ -12,6 +12,8 @@ pub struct ProviderSection {
     pub name: String,
     #[serde(default = "default_kind")]
     pub kind: String,
+    /// Required, except for `kind = "demo"` (then the gateway's own listener).
+    #[serde(default)]
     pub endpoints: Vec<String>,
     #[serde(default)]
     pub api_key_env: Option<String>,
@@ -66,10 +68,17 @@ pub enum ProviderKind {
     OpenAi,
     /// Anthropic's Messages API (`/v1/messages`, `x-api-key`, `anthropic-version`).
     Anthropic,
+    /// The gateway's own demo model (`/_demo`): canned replies in OpenAI's format, no key, no
+    /// network; its endpoint defaults to the gateway's own listener.
+    Demo,
 }
 
 impl ProviderKind {
-    pub const ALL: [ProviderKind; 2] = [ProviderKind::OpenAi, ProviderKind::Anthropic];
+    pub const ALL: [ProviderKind; 3] = [
+        ProviderKind::OpenAi,
+        ProviderKind::Anthropic,
+        ProviderKind::Demo,
+    ];
 
     pub fn parse(s: &str) -> Option<ProviderKind> {
         ProviderKind::ALL.into_iter().find(|k| k.as_str() == s)
@@ -79,6 +88,15 @@ impl ProviderKind {
         match self {
             ProviderKind::OpenAi => "openai",
             ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Demo => "demo",
+        }
+    }
+
+    /// The wire format it speaks (the demo speaks OpenAI's).
+    pub fn wire(self) -> ProviderKind {
+        match self {
+            ProviderKind::Demo => ProviderKind::OpenAi,
+            k => k,
         }
     }
 }
@@ -166,7 +184,12 @@ pub struct Provider {
 }
 
 /// Validates every provider; the index is each one's position in the file (for key paths).
-pub(super) fn validate(sections: &[ProviderSection], errs: &mut Vec<ConfigError>) -> Vec<Provider> {
+/// `listen`: the gateway's own address, where a `demo` provider without endpoints is served.
+pub(super) fn validate(
+    sections: &[ProviderSection],
+    listen: std::net::SocketAddr,
+    errs: &mut Vec<ConfigError>,
+) -> Vec<Provider> {
     let mut providers = Vec::new();
     for (i, p) in sections.iter().enumerate() {
         let at = |k: &str| format!("providers[{i}].{k}");
@@ -188,11 +211,24 @@ pub(super) fn validate(sections: &[ProviderSection], errs: &mut Vec<ConfigError>
             ));
             ProviderKind::OpenAi
         });
-        if p.endpoints.is_empty() {
+        let own;
+        let listed: &[String] = if p.endpoints.is_empty() && kind == ProviderKind::Demo {
+            let ip = match listen.ip() {
+                a if a.is_unspecified() && a.is_ipv6() => "[::1]".to_owned(),
+                a if a.is_unspecified() => "127.0.0.1".to_owned(),
+                std::net::IpAddr::V6(a) => format!("[{a}]"),
+                a => a.to_string(),
+            };
+            own = [format!("http://{ip}:{}/_demo", listen.port())];
+            &own
+        } else {
+            &p.endpoints
+        };
+        if listed.is_empty() {
             errs.push(err(at("endpoints"), "must list at least one URL"));
         }
         let mut endpoints = Vec::new();
-        for (j, e) in p.endpoints.iter().enumerate() {
+        for (j, e) in listed.iter().enumerate() {
             match EndpointUrl::parse(e) {
                 Ok(u) => endpoints.push(u),
                 Err(m) => errs.push(err(format!("providers[{i}].endpoints[{j}]"), m)),

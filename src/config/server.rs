@@ -21,6 +21,8 @@ pub struct ServerSection {
     pub threads: usize,
     /// Seconds a stopping instance keeps serving in-flight requests.
     pub graceful_shutdown_secs: u64,
+    /// Accounts whose dashboard session may use the admin API (operators).
+    pub admin_emails: Vec<String>,
 }
 
 impl Default for ServerSection {
@@ -34,6 +36,7 @@ impl Default for ServerSection {
             max_body_bytes: 4 * 1024 * 1024,
             threads: 2,
             graceful_shutdown_secs: 10,
+            admin_emails: vec![],
         }
     }
 }
@@ -55,6 +58,8 @@ pub struct Server {
     pub max_body_bytes: usize,
     pub threads: usize,
     pub graceful_shutdown_secs: u64,
+    /// Lower-cased, as sign-up stores e-mails.
+    pub admin_emails: Vec<String>,
 }
 
 impl ServerSection {
@@ -108,6 +113,17 @@ impl ServerSection {
                 ),
             ));
         }
+        let mut admin_emails = Vec::new();
+        for (i, e) in self.admin_emails.iter().enumerate() {
+            let e = e.trim().to_lowercase();
+            if !e.contains('@') {
+                errs.push(err(
+                    format!("server.admin_emails[{i}]"),
+                    "must be an e-mail address",
+                ));
+            }
+            admin_emails.push(e);
+        }
         Server {
             listen,
             metrics_listen,
@@ -117,6 +133,7 @@ impl ServerSection {
             max_body_bytes: self.max_body_bytes,
             threads: self.threads,
             graceful_shutdown_secs: self.graceful_shutdown_secs,
+            admin_emails,
         }
     }
 }

@@ -32,6 +32,23 @@ impl LocalCounter {
         d
     }
 
+    /// Requests counted in each window at `now`, without counting one.
+    pub fn used(&self, ident: &str, windows: &[Window], now: i64) -> Vec<u64> {
+        let Ok(map) = self.logs.lock() else {
+            return vec![0; windows.len()];
+        };
+        windows
+            .iter()
+            .map(|w| {
+                map.get(ident)
+                    .and_then(|logs| logs.get(&w.window_ms))
+                    .map_or(0, |log| {
+                        log.iter().filter(|&&t| t > now - w.window_ms).count() as u64
+                    })
+            })
+            .collect()
+    }
+
     pub fn forget(&self, ident: &str) {
         if let Ok(mut map) = self.logs.lock() {
             map.remove(ident);

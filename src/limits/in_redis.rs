@@ -234,6 +234,24 @@ impl RedisCounter {
         redis::cmd("DEL").arg(keys).query_async(&mut conn).await
     }
 
+    /// Requests counted in each window at `now_ms` (admission leases count as used).
+    pub async fn used(
+        &self,
+        mut conn: ConnectionManager,
+        ident: &str,
+        windows: &[Window],
+        now_ms: i64,
+    ) -> redis::RedisResult<Vec<u64>> {
+        let mut pipe = redis::pipe();
+        for w in windows {
+            pipe.cmd("ZCOUNT")
+                .arg(self.key(ident, w))
+                .arg(format!("({}", now_ms - w.window_ms))
+                .arg("+inf");
+        }
+        pipe.query_async(&mut conn).await
+    }
+
     pub async fn check(
         &self,
         mut conn: ConnectionManager,

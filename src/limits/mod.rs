@@ -252,6 +252,21 @@ impl Limiter {
         self.local.forget(ident);
     }
 
+    /// How many requests each window has counted for `ident`, without counting one (the
+    /// dashboard's "requests left"). From Redis when configured and answering, else in-process.
+    pub async fn used(&self, ident: &str, windows: &[Window]) -> Vec<u64> {
+        let now = crate::clock::now_ms();
+        if let Some(redis) = &self.redis {
+            if let Some(conn) = redis.conn() {
+                let q = redis.used(conn, ident, windows, now);
+                if let Ok(Ok(v)) = tokio::time::timeout(self.timeout, q).await {
+                    return v;
+                }
+            }
+        }
+        self.local.used(ident, windows, now)
+    }
+
     /// Background: drops in-process entries that left their windows; returns the idents left.
     pub fn sweep_local(&self) -> usize {
         self.local.sweep(crate::clock::now_ms())

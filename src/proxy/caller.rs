@@ -129,19 +129,34 @@ fn check_cross_site(shared: &Shared, session: &Session) -> Result<(), GatewayErr
 }
 
 /// The admin API's caller: the token of `server.admin_token_env`, compared by SHA-256 digest in
-/// constant time.
-pub fn admin(shared: &Shared, session: &Session) -> Result<Caller, GatewayError> {
+/// constant time; or, without an `Authorization` header, the dashboard session of an account
+/// listed in `server.admin_emails` (an operator; the session's CSRF rules apply).
+pub async fn admin(shared: &Shared, session: &Session) -> Result<Caller, GatewayError> {
     let rt = shared.runtime.load();
+    let header = session.req_header().headers.get("authorization");
+    if header.is_none() && !rt.config.server.admin_emails.is_empty() {
+        if let Some(sid) = session_cookie(session) {
+            let ledger = shared.ledger()?;
+            let now = crate::clock::now_ms();
+            if let Some(account) = ledger.session_account(&keys::hash(&sid), now).await? {
+                if is_operator(shared, ledger, &account).await? {
+                    check_cross_site(shared, session)?;
+                    return Ok(Caller::Admin);
+                }
+                return Err(GatewayError::new(
+                    ErrorKind::Authentication,
+                    "this account is not an operator (server.admin_emails)",
+                ));
+            }
+        }
+    }
     let Some(digest) = rt.config.server.admin_token_digest.as_deref() else {
         return Err(GatewayError::new(
             ErrorKind::Authentication,
             "the admin API is disabled: no admin token is configured",
         ));
     };
-    let presented = session
-        .req_header()
-        .headers
-        .get("authorization")
+    let presented = header
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
@@ -153,6 +168,21 @@ pub fn admin(shared: &Shared, session: &Session) -> Result<Caller, GatewayError>
             "invalid admin token",
         ))
     }
+}
+
+/// Whether the account's e-mail is one of `server.admin_emails`.
+pub async fn is_operator(
+    shared: &Shared,
+    ledger: &crate::ledger::Ledger,
+    account: &str,
+) -> Result<bool, GatewayError> {
+    let rt = shared.runtime.load();
+    let emails = &rt.config.server.admin_emails;
+    if emails.is_empty() {
+        return Ok(false);
+    }
+    let email = ledger.account(account).await?.and_then(|a| a.email);
+    Ok(email.is_some_and(|e| emails.contains(&e)))
 }
 
 /// Counts the request against the caller's plan (accounts by id, guests by IP; sessions and

@@ -12,7 +12,7 @@ use super::probes;
 use super::table::{Access, Handler, Route, ROUTES};
 use crate::chat::models::Listing;
 use crate::runtime::Shared;
-use crate::{accounts, admin, billing, chat, dashboard, mcp, messages};
+use crate::{accounts, admin, billing, chat, dashboard, mcp, messages, upstream};
 use Access::{Admin, KeyOrSession, Open};
 
 /// `Some(id)` when `path` matches `pattern` (the `{id}` segment's value, or "" without one).
@@ -64,7 +64,7 @@ async fn refuse(
     lookup: Lookup<'_>,
 ) -> GatewayError {
     if path.starts_with("/api/v1/admin/") {
-        if let Err(e) = caller::admin(shared, session) {
+        if let Err(e) = caller::admin(shared, session).await {
             return e;
         }
         return GatewayError::new(
@@ -115,19 +115,20 @@ pub async fn dispatch(
     let caller = match route.access {
         Open => Caller::Guest,
         KeyOrSession => caller::authenticate(shared, session, true).await?,
-        Admin => caller::admin(shared, session)?,
+        Admin => caller::admin(shared, session).await?,
     };
     match route.handler {
         Handler::Chat | Handler::Messages => chat::handle(shared, session, ctx).await,
         Handler::CountTokens => messages::count_tokens(shared, session, ctx).await,
         Handler::Models => chat::models::handle(shared, session, ctx, Listing::Models).await,
         Handler::Pricing => chat::models::handle(shared, session, ctx, Listing::Pricing).await,
+        Handler::Changelog => chat::models::handle(shared, session, ctx, Listing::Changelog).await,
         Handler::Healthz => probes::healthz(session, ctx).await,
         Handler::Readyz => probes::readyz(shared, session, ctx).await,
         Handler::Signup => accounts::signup::signup(shared, session, ctx).await,
         Handler::Login => accounts::signup::login(shared, session, ctx).await,
         Handler::Logout => accounts::signup::logout(shared, session, ctx).await,
-        Handler::Me => accounts::signup::me(shared, session, ctx, &caller).await,
+        Handler::Me => accounts::me::me(shared, session, ctx, &caller).await,
         Handler::ListKeys => accounts::keys::list_keys(shared, session, ctx, &caller).await,
         Handler::CreateKey => accounts::keys::create_key(shared, session, ctx, &caller).await,
         Handler::RevokeKey => accounts::keys::revoke_key(shared, session, ctx, &caller, id).await,
@@ -158,6 +159,9 @@ pub async fn dispatch(
         Handler::AdminUnclaimed => billing::unclaimed::list(shared, session, ctx).await,
         Handler::AdminAssign => billing::unclaimed::assign(shared, session, ctx, id).await,
         Handler::Page => dashboard::page(shared, session, ctx).await,
+        Handler::Plans => billing::plans::plans(shared, session, ctx).await,
+        Handler::Demo => upstream::demo::chat(shared, session, ctx).await,
+        Handler::AdminFind => admin::find(shared, session, ctx).await,
         Handler::Asset => dashboard::asset(shared, session, ctx, id).await,
     }
 }

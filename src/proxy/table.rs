@@ -19,6 +19,7 @@ pub enum Handler {
     CountTokens,
     Models,
     Pricing,
+    Changelog,
     Healthz,
     Readyz,
     Signup,
@@ -49,6 +50,9 @@ pub enum Handler {
     AdminAssign,
     Page,
     Asset,
+    Plans,
+    AdminFind,
+    Demo,
 }
 
 pub struct Route {
@@ -96,6 +100,21 @@ pub const ROUTES: &[Route] = &[
         Open,
         Handler::Pricing,
         "pricing",
+    ),
+    route(
+        "GET",
+        "/v1/models/changelog",
+        Open,
+        Handler::Changelog,
+        "pricing",
+    ),
+    // The built-in demo provider, for the gateway's own `demo` pools (loopback only).
+    route(
+        "POST",
+        "/_demo/v1/chat/completions",
+        Open,
+        Handler::Demo,
+        "demo",
     ),
     route("GET", "/healthz", Open, Handler::Healthz, "healthz"),
     // The pricing page and the dashboard app (one page; the script renders the route).
@@ -227,6 +246,14 @@ pub const ROUTES: &[Route] = &[
         "/api/v1/billing/checkout",
         KeyOrSession,
         Handler::BillingCheckout,
+        "api",
+    ),
+    route("GET", "/api/v1/plans", Open, Handler::Plans, "api"),
+    route(
+        "GET",
+        "/api/v1/admin/accounts",
+        Admin,
+        Handler::AdminFind,
         "api",
     ),
     route(

@@ -1,7 +1,9 @@
 //! Upstreams: one pool per provider ([`pool`]) on `pingora-load-balancing`, built from
 //! endpoints resolved at start and reload ([`resolve`]), checked actively ([`health`]) and
-//! passively, and what each provider kind means on the wire ([`provider`]).
+//! passively, and what each provider kind means on the wire ([`provider`]); [`demo`] is the
+//! built-in demo provider the gateway serves to itself.
 
+pub mod demo;
 pub mod health;
 pub mod pool;
 pub mod provider;

@@ -15,8 +15,10 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// The path of a chat request on this endpoint.
 pub fn chat_path(p: &Provider, endpoint: &EndpointUrl) -> String {
-    match p.kind {
-        ProviderKind::OpenAi => format!("{}/v1/chat/completions", endpoint.base_path),
+    match p.kind.wire() {
+        ProviderKind::OpenAi | ProviderKind::Demo => {
+            format!("{}/v1/chat/completions", endpoint.base_path)
+        }
         ProviderKind::Anthropic => format!("{}/v1/messages", endpoint.base_path),
     }
 }
@@ -27,13 +29,14 @@ pub fn auth_header(p: &Provider) -> Option<(&'static str, String)> {
     match p.kind {
         ProviderKind::OpenAi => Some(("Authorization", format!("Bearer {key}"))),
         ProviderKind::Anthropic => Some(("x-api-key", key.clone())),
+        ProviderKind::Demo => None,
     }
 }
 
 /// Headers every request of this kind carries besides the key (health checks too).
 pub fn fixed_headers(p: &Provider) -> &'static [(&'static str, &'static str)] {
     match p.kind {
-        ProviderKind::OpenAi => &[],
+        ProviderKind::OpenAi | ProviderKind::Demo => &[],
         ProviderKind::Anthropic => &[("anthropic-version", ANTHROPIC_VERSION)],
     }
 }
@@ -51,12 +54,14 @@ pub fn chat_body(
     upstream_model: &str,
     max_tokens: u64,
 ) -> Result<Vec<u8>, GatewayError> {
-    match (p.kind, anthropic) {
-        (ProviderKind::OpenAi, Some(original)) => {
+    match (p.kind.wire(), anthropic) {
+        (ProviderKind::OpenAi | ProviderKind::Demo, Some(original)) => {
             check_openai_translatable(original)?;
             Ok(upstream_body(req, upstream_model, Some(max_tokens)))
         }
-        (ProviderKind::OpenAi, None) => Ok(upstream_body(req, upstream_model, Some(max_tokens))),
+        (ProviderKind::OpenAi | ProviderKind::Demo, None) => {
+            Ok(upstream_body(req, upstream_model, Some(max_tokens)))
+        }
         (ProviderKind::Anthropic, Some(original)) => {
             // Extended thinking needs max_tokens above its budget; a hold that lowered it
             // that far cannot buy this request from this model.
