@@ -269,6 +269,11 @@ impl Catalog {
         let tier = match target {
             Target::Model(i) => {
                 out.push(i);
+                // The demo answers for itself alone: no real model stands in for it, nor it for one.
+                if self.models[i].demo {
+                    out.retain(|&i| usable(&self.models[i]));
+                    return out;
+                }
                 self.models[i].tier
             }
             Target::Tier(t) => t,
