@@ -34,6 +34,7 @@ pub mod config;
 pub mod dashboard;
 pub mod ledger;
 pub mod limits;
+pub mod logging;
 pub mod mcp;
 pub mod messages;
 pub mod metering;

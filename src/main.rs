@@ -44,13 +44,6 @@ fn main() -> ExitCode {
             }
         },
         "serve" => {
-            tracing_subscriber::fmt()
-                .with_writer(std::io::stderr)
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_from_env("TOLLGATE_LOG")
-                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-                )
-                .init();
             let config = match tollgate::config::load_file(&path) {
                 Ok(c) => c,
                 Err(errs) => {
@@ -60,6 +53,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
+            tollgate::logging::init(config.server.log_format);
             let listen = config.server.listen;
             let server = match tollgate::server::build_server(config, path) {
                 Ok(s) => s,

@@ -328,3 +328,71 @@ async fn served_model_listing_survives_garbage_requests() {
     assert!(v["data"].as_array().is_some_and(|d| !d.is_empty()), "{v}");
     assert_eq!(v, before, "the same list as before the garbage");
 }
+
+#[tokio::test]
+async fn the_log_has_no_colour_codes_off_a_terminal_and_is_json_on_request() {
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}",
+        provider("p", &[&fake], ""),
+        model("m-2024-01-01", "p", "economy", "")
+    );
+    for json_lines in [false, true] {
+        let server_extra = if json_lines {
+            "log_format = \"json\"\n".to_string()
+        } else {
+            String::new()
+        };
+        let gw = Gateway::start_opts(
+            tollgate_bin!(),
+            &cfg,
+            Opts {
+                server_extra,
+                ..Opts::default()
+            },
+        )
+        .await;
+        let r = gw
+            .chat(json!({"model": "m-2024-01-01", "messages": user("hi")}))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let id = r.header("x-request-id").unwrap().to_string();
+        // Lines reach stderr from the writer thread, off the request path: wait for ours.
+        let mut log = String::new();
+        for _ in 0..100 {
+            log = gw.log();
+            if log.contains(&id) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(log.contains(&id), "{log}");
+        assert!(!log.contains('\u{1b}'), "ANSI codes in a log file: {log}");
+        if json_lines {
+            let lines: Vec<serde_json::Value> = log
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+                .collect();
+            let line = lines
+                .iter()
+                .find(|l| l["request_id"] == id.as_str())
+                .unwrap();
+            assert_eq!(line["message"], "chat completion");
+            assert_eq!(line["level"], "INFO");
+            assert_eq!(line["status"], 200);
+            assert_eq!(line["model_used"], "m-2024-01-01");
+        }
+    }
+    // A bad format is refused with its path.
+    let dir = temp_dir();
+    let file = dir.join("t.toml");
+    std::fs::write(&file, "[server]\nlog_format = \"xml\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check-config", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("server.log_format"));
+}

@@ -23,6 +23,15 @@ pub struct ServerSection {
     pub graceful_shutdown_secs: u64,
     /// Accounts whose dashboard session may use the admin API (operators).
     pub admin_emails: Vec<String>,
+    /// `text` (default) or `json`: one object per line for a log collector.
+    pub log_format: String,
+}
+
+/// The shape of a log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 impl Default for ServerSection {
@@ -37,6 +46,7 @@ impl Default for ServerSection {
             threads: 2,
             graceful_shutdown_secs: 10,
             admin_emails: vec![],
+            log_format: "text".into(),
         }
     }
 }
@@ -60,6 +70,7 @@ pub struct Server {
     pub graceful_shutdown_secs: u64,
     /// Lower-cased, as sign-up stores e-mails.
     pub admin_emails: Vec<String>,
+    pub log_format: LogFormat,
 }
 
 impl ServerSection {
@@ -124,6 +135,14 @@ impl ServerSection {
             }
             admin_emails.push(e);
         }
+        let log_format = match self.log_format.as_str() {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            _ => {
+                errs.push(err("server.log_format", "must be \"text\" or \"json\""));
+                LogFormat::Text
+            }
+        };
         Server {
             listen,
             metrics_listen,
@@ -134,6 +153,7 @@ impl ServerSection {
             threads: self.threads,
             graceful_shutdown_secs: self.graceful_shutdown_secs,
             admin_emails,
+            log_format,
         }
     }
 }
