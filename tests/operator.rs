@@ -272,3 +272,40 @@ async fn plans_list_limits_credits_prices_and_what_is_for_sale() {
         json!([{"name": "small", "credits": 1000.0, "price_label": "$10"}])
     );
 }
+
+#[tokio::test]
+async fn a_signed_in_dashboard_reads_the_lists_without_spending_the_guest_limit() {
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}",
+        provider("p", &[&fake], ""),
+        model("m-2024-01-01", "p", "economy", "")
+    );
+    let gw = Gateway::start_opts(
+        tollgate_bin!(),
+        &cfg,
+        Opts {
+            plans: Some("[plans.guest]\nrequests_per_hour = 2\nrequests_per_day = 2\n".into()),
+            ..Opts::default()
+        },
+    )
+    .await;
+    let email = unique_email();
+    gw.signup(&email).await;
+    let cookie = login(&gw, &email).await;
+    for _ in 0..5 {
+        for path in ["/v1/models/pricing", "/v1/models", "/v1/models/changelog"] {
+            let r = request(gw.addr, "GET", path, &[("Cookie", &cookie)], b"").await;
+            assert_eq!(r.status, 200, "{path}: {}", r.text());
+        }
+        // The changelog is an announcement: never counted, for anyone.
+        assert_eq!(get(gw.addr, "/v1/models/changelog").await.status, 200);
+    }
+    // A guest's lists still count: two, then 429.
+    for _ in 0..2 {
+        assert_eq!(get(gw.addr, "/v1/models/pricing").await.status, 200);
+    }
+    get(gw.addr, "/v1/models/pricing")
+        .await
+        .error(429, "rate_limit_exceeded");
+}

@@ -1,6 +1,7 @@
 //! `GET /v1/models`, `GET /v1/models/pricing` and `GET /v1/models/changelog`: every name a
 //! client may send, the rates, and the scheduled changes.
-//! Both are open to guests (counted against the guest limit) and to keys.
+//! All are open to guests (the lists counted against the guest limit), keys and dashboard
+//! sessions.
 
 use pingora::proxy::Session;
 use serde_json::{json, Value};
@@ -29,7 +30,11 @@ pub async fn handle(
     ctx: &mut RequestCtx,
     listing: Listing,
 ) -> Result<(), GatewayError> {
-    if let Caller::Guest = caller::authenticate(shared, session, false).await? {
+    // A guest's view of the lists counts against the guest limit (they are the map for a
+    // scraper); a key or a signed-in dashboard session does not. The changelog is an
+    // announcement and never counts.
+    let caller = caller::authenticate(shared, session, true).await?;
+    if matches!(caller, Caller::Guest) && !matches!(listing, Listing::Changelog) {
         caller::admit(shared, session, ctx, &Caller::Guest).await?;
     }
     let rt = shared.runtime.load();
