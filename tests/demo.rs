@@ -95,3 +95,66 @@ async fn the_demo_model_answers_without_a_provider_and_is_billed_like_any_other(
     r.error(400, "invalid_request");
     assert!(gw.is_healthy().await);
 }
+
+/// The shipped default config, minus its `[server]` and `[storage]` (the testkit's own ports
+/// and ledger): what `./dev run` serves on a fresh machine.
+fn shipped_config() -> String {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/conf/tollgate.toml"))
+        .unwrap();
+    let mut out = String::new();
+    let mut skip = false;
+    for line in text.lines() {
+        if line.starts_with('[') {
+            skip = line == "[server]" || line == "[storage]";
+        }
+        if !skip {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_shipped_config_serves_the_demo_with_no_key_and_no_network() {
+    let gw = Gateway::start_opts(
+        tollgate_bin!(),
+        &shipped_config(),
+        Opts {
+            // The shipped [plans.*] sections, not the testkit's.
+            plans: Some(String::new()),
+            ..Opts::default()
+        },
+    )
+    .await;
+    let (_uid, key) = gw.signup(&unique_email()).await;
+    let r = gw
+        .chat_as(
+            Some(&key),
+            &json!({"model": "demo", "messages": user("hello"), "stream": true}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let text: String = r
+        .sse_data()
+        .iter()
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert!(
+        text.contains("demo model") && text.contains("\"hello\""),
+        "{text}"
+    );
+    let rows = gw.usage(&key).await["recent"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["model_used"], "demo");
+    assert!(rows[0]["credits"].as_f64().unwrap() > 0.0);
+    // The dashboard is there to sign up in.
+    let page = get(gw.addr, "/dashboard").await;
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("<html"), "{}", page.text());
+}
