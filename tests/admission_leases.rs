@@ -17,8 +17,11 @@ async fn admission_leases_far_from_the_limit_never_exceed_it() {
         return skip("admission leases need Redis (TOLLGATE_TEST_REDIS_URL)");
     }
     let fake = FakeOpenAi::start("p").await;
+    // Generous upstream timeouts: a burst of 700 on a loaded 2-core machine may take over a
+    // second to connect to the fake, and this test is about admissions, not timeouts (a 502 from
+    // a connect timeout failed it once in CI).
     let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}",
+        "[timeouts]\nconnect = 10\nresponse = 20\nstream_chunk = 10\nclient_idle = 20\n{}{}",
         provider("p", &[&fake], ""),
         model("m", "p", "economy", "")
     );

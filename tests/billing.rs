@@ -360,7 +360,7 @@ async fn each_identity_step_matches_in_order_and_the_operator_assigns_anonymous_
         &completed(
             "cs_meta",
             json!({"metadata": {"plan": "pro", "user_id": a_uid},
-        "customer_details": {"email": stranger}}),
+        "customer_details": {"email": stranger}, "customer": "cus_anon", "subscription": "sub_anon"}),
         ),
     )
     .await;
@@ -459,6 +459,16 @@ async fn each_identity_step_matches_in_order_and_the_operator_assigns_anonymous_
         .await
         .json();
     assert_eq!(hist["payments"][0]["reference"], "cs_meta");
+    // Its subscription moved too: the next renewal credits the account it was assigned to.
+    let renewal = event(
+        &event_id(),
+        "invoice.paid",
+        json!({"id": "in_anon_2", "object": "invoice", "customer": "cus_anon", "subscription": "sub_anon",
+               "billing_reason": "subscription_cycle", "amount_paid": 2000, "currency": "usd",
+               "lines": {"data": [{"price": {"id": "price_pro"}}]}}),
+    );
+    applied(&gw, &renewal).await;
+    assert_eq!(gw.balance(&t_key).await, 100_000_000 + 2 * PRO_GRANT);
 }
 
 #[tokio::test]
@@ -599,8 +609,12 @@ async fn renewals_grant_again_cancellation_returns_to_free_and_refunds_take_back
             "amount_refunded": refunded, "payment_intent": "pi_in_second", "currency": "usd"}),
         )
     };
-    applied(&gw, &charge(500)).await;
-    assert_eq!(gw.balance(&key).await, after_renewal - PRO_GRANT / 4);
+    // Two partial refunds delivered at once (cumulative 500, then 1500 of 2000): 3/4 in all,
+    // whichever lands first.
+    let (first, second) = (charge(500), charge(1500));
+    let (one, two) = tokio::join!(deliver(&gw, &first), deliver(&gw, &second));
+    assert_eq!((one.status, two.status), (200, 200));
+    assert_eq!(gw.balance(&key).await, after_renewal - PRO_GRANT * 3 / 4);
     applied(&gw, &charge(2000)).await;
     assert_eq!(gw.balance(&key).await, after_renewal - PRO_GRANT);
     let out = applied(&gw, &charge(2000)).await;
@@ -612,9 +626,10 @@ async fn renewals_grant_again_cancellation_returns_to_free_and_refunds_take_back
         &event_id(),
         "charge.dispute.created",
         json!({"id": "dp_1", "object": "dispute",
-        "charge": "ch_1", "amount": 2000, "payment_intent": null, "invoice": "in_first"}),
+        "charge": "ch_1", "amount": 2000, "payment_intent": "pi_in_first"}),
     );
-    // The checkout recorded its first invoice: the dispute finds it.
+    // The first invoice's PaymentIntent was recorded on the checkout's payment: the dispute
+    // (which names only the charge and its PaymentIntent) finds it.
     applied(&gw, &dispute).await;
     assert_eq!(gw.balance(&key).await, 0);
     // Cancellation: back to free, the key works under free limits, credits stay.
@@ -640,6 +655,15 @@ async fn renewals_grant_again_cancellation_returns_to_free_and_refunds_take_back
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.header("x-ratelimit-limit-requests"), Some("120"));
+    // An update that arrives after the end brings nothing back.
+    let late = event(
+        &event_id(),
+        "customer.subscription.updated",
+        json!({"id": "sub_r", "customer": "cus_r", "status": "active",
+               "items": {"data": [{"price": {"id": "price_pro"}}]}}),
+    );
+    assert!(applied(&gw, &late).await.contains("ended"));
+    assert_eq!(gw.me(&key).await["plan"], "free");
     // The end of a subscription the account no longer has changes nothing.
     let old = event(
         &event_id(),
@@ -690,6 +714,49 @@ async fn a_subscription_update_follows_the_plan_and_the_portal_needs_a_customer(
     let f = stripe.last_checkout();
     assert_eq!(field(&f, "customer").as_deref(), Some("cus_u"));
     assert_eq!(field(&f, "customer_email"), None);
+    // A second subscription while one is active would bill twice: refused, pointing to the portal.
+    let r = call(
+        &gw,
+        "POST",
+        "/api/v1/billing/checkout",
+        &key,
+        &json!({"plan": "pro"}),
+    )
+    .await;
+    let e = r.error(400, "invalid_request");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("portal"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn without_a_signing_secret_the_webhook_answers_503_and_applies_nothing() {
+    let stripe = FakeStripe::start().await;
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}[billing]\nstripe_api_base = \"{}\"\nwebhook_secret_env = \"TOLLGATE_TEST_NO_SUCH_SECRET\"\n",
+        provider("p", &[&fake], ""),
+        model("m-2024-01-01", "p", "economy", ""),
+        stripe.base()
+    );
+    let gw = Gateway::start_opts(
+        tollgate_bin!(),
+        &cfg,
+        Opts {
+            plans: Some(plans()),
+            ..Opts::default()
+        },
+    )
+    .await;
+    let (uid, key) = gw.signup(&unique_email()).await;
+    let ev = completed(
+        "cs_nosecret",
+        json!({"client_reference_id": uid, "metadata": {"plan": "pro"}}),
+    );
+    let r = deliver(&gw, &ev).await;
+    r.error(503, "service_unavailable");
+    assert_eq!(gw.me(&key).await["plan"], "free");
 }
 
 #[tokio::test]
@@ -746,7 +813,14 @@ async fn garbage_and_unknown_events_never_get_a_5xx_and_write_nothing() {
     ] {
         let r = deliver(&gw, &ev).await;
         assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["duplicate"], false);
     }
+    // None of it changed the account.
+    let me = gw.me(&key).await;
+    assert_eq!(
+        (me["plan"].as_str(), micros(&me["credits"])),
+        (Some("free"), 100_000_000)
+    );
     // An unpaid session waits for its async payment; then the payment link's line items name pro.
     stripe.add_session("cs_link", "price_pro");
     let wait = completed(

@@ -82,6 +82,16 @@ pub async fn checkout(
         GatewayError::new(ErrorKind::Authentication, "the account no longer exists")
     })?;
     let sub = ledger.subscription(&account_id).await?;
+    // A second subscription would bill the customer twice: plan changes go through the portal.
+    let active = matches!(
+        sub.status.as_deref(),
+        Some("active" | "trialing" | "past_due")
+    );
+    if recurring && active && sub.subscription_id.is_some() {
+        return Err(GatewayError::invalid(
+            "plan: this account already has an active subscription; change or cancel it in the billing portal (POST /api/v1/billing/portal)",
+        ));
+    }
     let session_key = crate::accounts::random_id(24)?;
     let mode = if recurring { "subscription" } else { "payment" };
     let (plan_meta, pack_meta) = match &item {

@@ -153,6 +153,12 @@ async fn apply(
         }
         "invoice.paid" => {
             let reason = s(&["billing_reason"]).unwrap_or_default();
+            if let ("subscription_create", Some(invoice)) = (reason.as_str(), s(&["id"])) {
+                let intent = s(&["payment_intent"]);
+                return Ok(ledger
+                    .record_first_invoice(id, &invoice, intent.as_deref(), now)
+                    .await?);
+            }
             if reason != "subscription_cycle" {
                 let why = format!("invoice ({reason}): nothing to grant (a first invoice is granted by its checkout)");
                 return Ok(ledger.record_event(id, ty, &why, now).await?);
@@ -248,10 +254,19 @@ async fn what_was_bought(
     if let Some(c) = ledger.checkout(session_id, session_key).await? {
         return Ok(match (c.plan, c.credits_pack) {
             (Some(p), _) => {
+                if plans.get(&p).is_none() {
+                    tracing::warn!(session = %session_id, plan = %p, "a paid checkout's plan is no longer configured: the plan is set with no grant");
+                }
                 let g = plan_grant(&p);
                 Some((Some(p), None, g))
             }
-            (None, Some(k)) => pack_grant(&k).map(|g| (None, Some(k), g)),
+            (None, Some(k)) => {
+                let found = pack_grant(&k).map(|g| (None, Some(k.clone()), g));
+                if found.is_none() {
+                    tracing::warn!(session = %session_id, pack = %k, "a paid checkout's credit pack is no longer configured: nothing granted");
+                }
+                found
+            }
             (None, None) => None,
         });
     }
@@ -266,8 +281,9 @@ async fn what_was_bought(
     let path = format!("/v1/checkout/sessions/{session_id}/line_items");
     let items = match stripe_api::call(shared, billing, "GET", &path, None, None).await {
         Ok(v) => v,
-        // Stripe does not know the session: nothing of ours was bought.
-        Err(e) if e.status.is_some_and(|s| (400..500).contains(&s)) => return Ok(None),
+        // Stripe does not know the session: nothing of ours was bought. Any other refusal (rate
+        // limited, a rotated key) is ours to fix: 503, and Stripe delivers the event again.
+        Err(e) if e.status == Some(404) => return Ok(None),
         Err(e) => {
             // An outage: a 5xx makes Stripe deliver the event again later.
             return Err(GatewayError::new(

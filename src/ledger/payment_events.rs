@@ -139,8 +139,9 @@ macro_rules! grant {
     }};
 }
 
-/// Puts the account on `plan` with the plan's own limits (per-account numbers cleared).
-const SET_PLAN: &str = "UPDATE accounts SET plan = $1, requests_per_hour = NULL, requests_per_day = NULL WHERE user_id = $2";
+/// Puts the account on `plan` with the plan's own limits (per-account numbers cleared), unless
+/// it is on that plan already (then an operator's per-account limits stay).
+const SET_PLAN: &str = "UPDATE accounts SET plan = $1, requests_per_hour = NULL, requests_per_day = NULL WHERE user_id = $2 AND plan <> $1";
 
 impl Ledger {
     /// Records an event that changes nothing (unhandled type, unpaid session, no plan found).
@@ -240,15 +241,17 @@ impl Ledger {
             if !claim_event!(tx, &r.event_id, "invoice.paid", now) {
                 return Ok(Applied::Duplicate);
             }
-            let row = sqlx::query("SELECT user_id, plan FROM accounts WHERE (stripe_subscription_id = $1 AND $1 IS NOT NULL) OR (stripe_customer_id = $2 AND $2 IS NOT NULL) \
-                                   ORDER BY CASE WHEN stripe_subscription_id = $1 THEN 0 ELSE 1 END LIMIT 1")
-                .bind(&r.subscription).bind(&r.customer).fetch_optional(&mut *tx).await?;
+            // Only the account's own current subscription renews it, and only for a price we
+            // sell: another subscription of the same customer grants nothing.
+            let row = sqlx::query("SELECT user_id FROM accounts WHERE stripe_subscription_id = $1 AND claimed_by IS NULL")
+                .bind(&r.subscription).fetch_optional(&mut *tx).await?;
             let Some(row) = row else {
-                return finish!(tx, &r.event_id, None, None, "no account has this subscription or customer".to_owned());
+                return finish!(tx, &r.event_id, None, None, "no account has this subscription".to_owned());
             };
             let account: String = row.try_get("user_id")?;
-            let current: String = row.try_get("plan")?;
-            let plan = r.plan.clone().unwrap_or(current);
+            let Some(plan) = r.plan.clone() else {
+                return finish!(tx, &r.event_id, Some(account), None, "the invoice is for no price we sell: nothing granted".to_owned());
+            };
             let credits = grants.get(&plan).copied().unwrap_or(0);
             let inserted = sqlx::query("INSERT INTO payments (source, event_id, account_id, kind, plan, credits, amount, currency, payment_intent, invoice_id, created_at) \
                                         VALUES ($1, $2, $3, 'renewal', $4, $5, $6, $7, $8, $1, $9) ON CONFLICT (source) DO NOTHING")
@@ -269,6 +272,31 @@ impl Ledger {
         })
     }
 
+    /// A subscription's first invoice was paid: its PaymentIntent is recorded on the checkout's
+    /// payment (found by the invoice the session named), so a refund or dispute of it finds it.
+    pub async fn record_first_invoice(
+        &self,
+        event_id: &str,
+        invoice: &str,
+        intent: Option<&str>,
+        now: i64,
+    ) -> Result<Applied> {
+        on_pool!(self, p => {
+            let mut tx = p.begin().await?;
+            if !claim_event!(tx, event_id, "invoice.paid", now) {
+                return Ok(Applied::Duplicate);
+            }
+            let done = sqlx::query("UPDATE payments SET payment_intent = COALESCE(payment_intent, $1) WHERE invoice_id = $2 AND kind = 'checkout'")
+                .bind(intent).bind(invoice).execute(&mut *tx).await?;
+            let outcome = if done.rows_affected() > 0 {
+                "first invoice of a subscription: granted by its checkout; its payment recorded for refunds".to_owned()
+            } else {
+                "first invoice of a subscription: nothing to grant (the checkout grants)".to_owned()
+            };
+            finish!(tx, event_id, None, None, outcome)
+        })
+    }
+
     /// A subscription changed plan or status, or ended (back to `free`; credits stay).
     pub async fn apply_subscription(&self, s: &SubscriptionChange, now: i64) -> Result<Applied> {
         on_pool!(self, p => {
@@ -278,12 +306,17 @@ impl Ledger {
             }
             // Only the account's current subscription moves it: the end of an older one must
             // not take a newer plan away.
-            let row = sqlx::query("SELECT user_id FROM accounts WHERE stripe_subscription_id = $1")
+            let row = sqlx::query("SELECT user_id, subscription_status FROM accounts WHERE stripe_subscription_id = $1 AND claimed_by IS NULL")
                 .bind(&s.subscription).fetch_optional(&mut *tx).await?;
             let Some(row) = row else {
                 return finish!(tx, &s.event_id, None, None, "no account has this subscription".to_owned());
             };
             let account: String = row.try_get("user_id")?;
+            let status: Option<String> = row.try_get("subscription_status")?;
+            // An update that arrives after the end (out of order, or retried) brings nothing back.
+            if status.as_deref() == Some("canceled") {
+                return finish!(tx, &s.event_id, Some(account), None, "the subscription has ended: nothing changed".to_owned());
+            }
             if s.deleted {
                 sqlx::query(SET_PLAN).bind(crate::config::plans::FREE).bind(&account).execute(&mut *tx).await?;
                 sqlx::query("UPDATE accounts SET subscription_status = 'canceled', renews_at = NULL WHERE user_id = $1")
@@ -318,6 +351,10 @@ impl Ledger {
             let source: String = row.try_get("source")?;
             let account: String = row.try_get("account_id")?;
             let granted: i64 = row.try_get("credits")?;
+            // Locks the payment's row (Postgres; SQLite holds the write lock already) so that two
+            // refunds of one payment at once read each other's take-back, never both "none yet".
+            sqlx::query("UPDATE payments SET refers_to = refers_to WHERE source = $1")
+                .bind(&source).execute(&mut *tx).await?;
             let taken = sqlx::query("SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) AS s FROM payments WHERE refers_to = $1")
                 .bind(&source).fetch_one(&mut *tx).await?;
             let taken: i64 = -taken.try_get::<i64, _>("s")?;

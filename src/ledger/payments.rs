@@ -167,6 +167,10 @@ impl Ledger {
             let sub: Option<String> = r.try_get("stripe_subscription_id")?;
             let status: Option<String> = r.try_get("subscription_status")?;
             let renews: Option<i64> = r.try_get("renews_at")?;
+            // The anonymous account keeps nothing that names a Stripe object: later renewals,
+            // cancellations and refunds find the account it was assigned to.
+            sqlx::query("UPDATE accounts SET plan = 'free', stripe_customer_id = NULL, stripe_subscription_id = NULL, subscription_status = NULL, renews_at = NULL WHERE user_id = $1")
+                .bind(anon).execute(&mut *tx).await?;
             let paid_plan = (plan != crate::config::plans::FREE).then_some(plan.clone());
             let moved = sqlx::query("UPDATE accounts SET balance = balance + $1, plan = COALESCE($2, plan), \
                                      requests_per_hour = CASE WHEN $2 IS NULL THEN requests_per_hour ELSE NULL END, \

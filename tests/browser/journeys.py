@@ -139,7 +139,11 @@ def journey_a_sign_up_use_and_buy_pro(browser):
     return {"email": email, "key": key}
 
 
-def journey_b_issue_and_revoke_a_key(browser, user):
+def journey_b_issue_and_revoke_a_key(browser, _buyer):
+    # A fresh account (journey a's already subscribes to pro, and a second subscription is
+    # refused), made through the API.
+    email = unique_email("keys")
+    user = {"email": email, "key": signup_api(email)["api_key"]}
     ctx, page, w = open_page(browser, "b: issue and revoke a key")
     # Buy while signed out, then log in: the checkout follows the log-in at once.
     page.goto(BASE + "/pricing")
