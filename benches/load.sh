@@ -9,7 +9,9 @@
 #   (d) resident memory of the proxy afterwards
 # and prints one table with the ratios to nginx and to direct; then MCP tools/call, direct to a
 # fast fake tool server vs through Tollgate on SQLite (billed: hold, charge, developer share),
-# (a) and (b) again, in a second table. Loopback only; bounded.
+# (a) and (b) again, in a second table; then the same for a chat completion through an
+# Anthropic-kind provider (translated both ways) vs a Messages call direct to the same fake, in a
+# third. Loopback only; bounded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RPS=${RPS:-1000} RATE_SECS=${RATE_SECS:-15} MAX_SECS=${MAX_SECS:-10} STREAMS=${STREAMS:-500}
@@ -31,10 +33,11 @@ cleanup() {
 }
 trap cleanup EXIT
 BENCH=target/release/tollgate-bench
-FAKE=127.0.0.1:19100 NGX=127.0.0.1:19101 TG1=127.0.0.1:19102 TG2=127.0.0.1:19103 TOOLS=127.0.0.1:19104
+FAKE=127.0.0.1:19100 NGX=127.0.0.1:19101 TG1=127.0.0.1:19102 TG2=127.0.0.1:19103 TOOLS=127.0.0.1:19104 ANTH=127.0.0.1:19105
 
 "$BENCH" fake --listen "$FAKE" --words 50 --delay-ms 10 2>/dev/null & pids+=($!)
 "$BENCH" tools --listen "$TOOLS" 2>/dev/null & pids+=($!)
+"$BENCH" anthropic --listen "$ANTH" 2>/dev/null & pids+=($!)
 
 cat > "$work/nginx.conf" <<NGINX
 worker_processes 2;
@@ -77,10 +80,21 @@ provider = "fake"
 tier = "economy"
 input_credits_per_1k = 0.15
 output_credits_per_1k = 0.6
+[[providers]]
+name = "claude"
+kind = "anthropic"
+endpoints = ["http://$ANTH"]
+api_key_env = "TOLLGATE_BENCH_ANTHROPIC_KEY"
+[[models]]
+id = "bench-claude"
+provider = "claude"
+tier = "normal"
+input_credits_per_1k = 0.8
+output_credits_per_1k = 4
 [mcp]
 allow_private_upstreams = true
 TOML
-  TOLLGATE_ADMIN_TOKEN=bench-admin-token-0123456789abcdef TOLLGATE_LOG=warn target/release/tollgate serve --config "$work/$name.toml" 2>"$work/$name.log" &
+  TOLLGATE_BENCH_ANTHROPIC_KEY=sk-ant-bench TOLLGATE_ADMIN_TOKEN=bench-admin-token-0123456789abcdef TOLLGATE_LOG=warn target/release/tollgate serve --config "$work/$name.toml" 2>"$work/$name.log" &
   pids+=($!)
   eval "${name}_pid=$!"
   for _ in $(seq 1 100); do
@@ -146,7 +160,21 @@ for t in "direct|http://$TOOLS/mcp|echo|" "tollgate-sqlite|http://$TG1/mcp|bench
   echo "{\"name\":\"$name\",\"rate\":$rate,\"max\":$max}" >> "$tools"
 done
 
-python3 - "$results" "$tools" <<'PY'
+# A chat completion through an Anthropic-kind provider (OpenAI in, Messages out and back) vs the
+# Messages call direct to the same fake.
+anth="$work/anthropic.jsonl"
+msg='{"model":"bench-claude","max_tokens":64,"messages":[{"role":"user","content":"Say something short."}]}'
+for t in "direct|http://$ANTH/v1/messages|$msg|x-api-key: sk-ant-bench" "tollgate-sqlite|http://$TG1/v1/chat/completions||Authorization: Bearer $tg_sqlite_key"; do
+  IFS='|' read -r name url body header <<<"$t"
+  extra=(--header "$header")
+  [ "$name" = direct ] && extra+=(--header "anthropic-version: 2023-06-01" --body "$body")
+  echo "== anthropic $name" >&2
+  rate=$("$BENCH" load --url "$url" --mode rate --rps "$RPS" --secs "$RATE_SECS" --conns 64 --model bench-claude "${extra[@]}")
+  max=$("$BENCH" load --url "$url" --mode max --secs "$MAX_SECS" --conns 64 --model bench-claude "${extra[@]}")
+  echo "{\"name\":\"$name\",\"rate\":$rate,\"max\":$max}" >> "$anth"
+done
+
+python3 - "$results" "$tools" "$anth" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {r["name"]: r for r in rows}
@@ -181,4 +209,14 @@ for r in tools:
     print(f'| {r["name"]} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x} | {rps} | {r["rate"]["errors"] + r["max"]["errors"]} |')
 print()
 print("targets: tools/call max rps ≥ 0.5× direct, added p50 ≤ 2× the chat path's")
+an = [json.loads(l) for l in open(sys.argv[3])]
+ad = an[0]
+print()
+print("| Anthropic-kind provider | p50 µs @1k rps | p99 µs | added p50 (× the chat path's added p50) | max rps @64 conns (× direct) | errors |")
+print("|---|---|---|---|---|---|")
+for r in an:
+    a50 = r["rate"]["p50_us"] - ad["rate"]["p50_us"]
+    x = f"{a50} ({a50 / chat_added:.2f}×)" if r is not ad and chat_added > 0 else str(a50)
+    rps = f'{r["max"]["rps"]:.0f} ({r["max"]["rps"] / ad["max"]["rps"]:.2f}×)'
+    print(f'| {r["name"]} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x} | {rps} | {r["rate"]["errors"] + r["max"]["errors"]} |')
 PY

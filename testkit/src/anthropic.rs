@@ -36,6 +36,8 @@ pub enum AnthropicMode {
 struct State {
     mode: Mutex<AnthropicMode>,
     requests: Mutex<Vec<Recorded>>,
+    /// Keep what was received (tests); the load run's fake does not.
+    record: bool,
     words: Vec<String>,
 }
 
@@ -51,11 +53,17 @@ impl FakeAnthropic {
     pub const INPUT_TOKENS: u64 = 13;
 
     pub async fn start(name: &str) -> FakeAnthropic {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
+        Self::start_on(name, "127.0.0.1:0", true).await
+    }
+
+    /// On a given address; `record: false` keeps nothing of the requests (the load run's fake).
+    pub async fn start_on(name: &str, addr: &str, record: bool) -> FakeAnthropic {
+        let listener = TcpListener::bind(addr).await.expect("bind fake");
         let addr = listener.local_addr().expect("addr");
         let state = Arc::new(State {
             mode: Mutex::new(AnthropicMode::Ok),
             requests: Mutex::new(Vec::new()),
+            record,
             words: format!("Claude {name} says hello , nice day")
                 .split(' ')
                 .map(|w| format!("{w} "))
@@ -132,7 +140,9 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
             continue;
         }
         let body = req.json();
-        st.requests.lock().unwrap().push(req);
+        if st.record {
+            st.requests.lock().unwrap().push(req);
+        }
         let mode = st.mode.lock().unwrap().clone();
         let stream = body["stream"].as_bool().unwrap_or(false);
         let model = body["model"].as_str().unwrap_or("?").to_string();

@@ -3,6 +3,9 @@
 //! - `tollgate-bench fake --listen ADDR [--words N] [--delay-ms D]`: the fake OpenAI-compatible
 //!   provider of the tests (`tollgate_testkit::FakeOpenAi`), fast and quiet: JSON, or SSE with
 //!   N chunks, D ms apart.
+//! - `tollgate-bench tools --listen ADDR`: a plain JSON-RPC tool server (the MCP rows).
+//! - `tollgate-bench anthropic --listen ADDR`: the fake Messages API provider of the tests
+//!   (`tollgate_testkit::FakeAnthropic`), keeping nothing of the requests.
 //! - `tollgate-bench load --url URL --mode rate|max|streams ...`: an HTTP/1.1 keep-alive load
 //!   generator printing one JSON line: p50/p99 latency (µs), requests/s, errors.
 //!   `rate` is open-loop at `--rps` for `--secs` (latency measured from each request's scheduled
@@ -18,7 +21,7 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tollgate_testkit::load::read_response;
-use tollgate_testkit::{FakeOpenAi, FakeToolServer, Mode};
+use tollgate_testkit::{FakeAnthropic, FakeOpenAi, FakeToolServer, Mode};
 
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
@@ -41,6 +44,7 @@ fn main() {
         Some("fake") => rt.block_on(run_fake(&args)),
         Some("load") => rt.block_on(run_load(&args)),
         Some("tools") => rt.block_on(run_tools(&args)),
+        Some("anthropic") => rt.block_on(run_anthropic(&args)),
         _ => usage(None),
     }
 }
@@ -50,7 +54,7 @@ fn usage(problem: Option<&str>) -> ! {
     if let Some(p) = problem {
         eprintln!("tollgate-bench: {p}");
     }
-    eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] | tools --listen ADDR | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V'] [--body JSON]");
+    eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] | tools --listen ADDR | anthropic --listen ADDR | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V'] [--body JSON]");
     std::process::exit(2);
 }
 
@@ -59,6 +63,14 @@ async fn run_tools(args: &[String]) {
     let listen = arg(args, "--listen").unwrap_or_else(|| "127.0.0.1:9104".into());
     let f = FakeToolServer::plain_on(&listen).await;
     eprintln!("fake tool server on {}", f.addr);
+    std::future::pending::<()>().await;
+}
+
+/// A fake Messages API provider on `--listen`, for the Anthropic-kind rows.
+async fn run_anthropic(args: &[String]) {
+    let listen = arg(args, "--listen").unwrap_or_else(|| "127.0.0.1:9105".into());
+    let f = FakeAnthropic::start_on("bench", &listen, false).await;
+    eprintln!("fake Messages API on {}", f.addr);
     std::future::pending::<()>().await;
 }
 
