@@ -108,21 +108,14 @@ async fn exchange(
         Ok(Box::new(h))
     })()
     .map_err(|e| fail(format!("could not build the request ({e})")))?;
-    let (mut up, _) = shared
+    let (up, _) = shared
         .connector
         .get_http_session(&peer)
         .await
         .map_err(|_| fail("could not connect to Stripe"))?;
-    let sent = async {
-        up.write_request_header(header).await?;
-        if !body.is_empty() {
-            up.write_request_body(body.into(), true).await?;
-        }
-        up.finish_request_body().await?;
-        up.read_response_header().await
-    }
-    .await;
-    sent.map_err(|_| fail("Stripe dropped the connection"))?;
+    let mut up = crate::upstream::wire::exchange(up, &peer, header, &body)
+        .await
+        .map_err(|_| fail("Stripe dropped the connection"))?;
     let status = up.response_header().map_or(0, |h| h.status.as_u16());
     let mut buf = Vec::new();
     loop {

@@ -21,7 +21,7 @@ use crate::config::Timeouts;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::respond;
 use crate::runtime::Shared;
-use crate::upstream::{provider, Endpoint, Pool};
+use crate::upstream::{provider, wire, Endpoint, Pool};
 
 /// Largest non-streaming reply the gateway will buffer from an upstream.
 const MAX_UPSTREAM_JSON: usize = 32 * 1024 * 1024;
@@ -122,19 +122,13 @@ impl Attempt<'_> {
         loop {
             tries += 1;
             let header = self.request_header(request_id)?;
-            let (mut up, reused) = connector
+            let (up, reused) = connector
                 .get_http_session(&self.dest.peer)
                 .await
                 .map_err(|e| failover("connect", e))?;
-            let sent = async {
-                up.write_request_header(header).await?;
-                up.write_request_body(self.body.clone(), true).await?;
-                up.finish_request_body().await?;
-                up.read_response_header().await
-            }
-            .await;
+            let sent = wire::exchange(up, &self.dest.peer, header, &self.body).await;
             match sent {
-                Ok(()) => return Ok(up),
+                Ok(up) => return Ok(up),
                 Err(e) if reused && tries < 2 => {
                     tracing::debug!("stale pooled connection, retrying fresh: {e}");
                 }

@@ -200,18 +200,13 @@ impl<'a> Upstream<'a> {
         })()
         .map_err(|e| fail(format!("could not be asked ({e})")))?;
         let connector = &self.shared.connector;
-        let (mut up, _) = connector
+        let (up, _) = connector
             .get_http_session(&peer)
             .await
             .map_err(|_| fail("could not be connected to"))?;
-        let sent = async {
-            up.write_request_header(header).await?;
-            up.write_request_body(body.into(), true).await?;
-            up.finish_request_body().await?;
-            up.read_response_header().await
-        }
-        .await;
-        sent.map_err(|_| fail("dropped the connection"))?;
+        let mut up = crate::upstream::wire::exchange(up, &peer, header, &body)
+            .await
+            .map_err(|_| fail("dropped the connection"))?;
         let head = up
             .response_header()
             .ok_or_else(|| fail("sent no response head"))?;

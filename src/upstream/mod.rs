@@ -8,6 +8,7 @@ pub mod health;
 pub mod pool;
 pub mod provider;
 pub mod resolve;
+pub mod wire;
 
 pub use pool::{build_pool, Endpoint, Pool};
 pub use resolve::resolve;
