@@ -8,22 +8,6 @@ use tollgate_testkit::*;
 
 const OPS: &str = "ops-team@example.com";
 
-async fn login(gw: &Gateway, email: &str) -> String {
-    let r = post_json(
-        gw.addr,
-        "/api/v1/auth/login",
-        &json!({"email": email, "password": "correct horse battery"}),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.header("set-cookie")
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string()
-}
-
 async fn with_cookie(
     gw: &Gateway,
     method: &str,
@@ -71,10 +55,10 @@ async fn an_operators_session_uses_the_admin_api_and_nobody_elses_does() {
         &json!({"email": OPS, "password": "correct horse battery"}),
     )
     .await;
-    let ops = login(&gw, OPS).await;
+    let ops = gw.login(OPS).await;
     let user_email = unique_email();
     let (uid, key) = gw.signup(&user_email).await;
-    let user_cookie = login(&gw, &user_email).await;
+    let user_cookie = gw.login(&user_email).await;
     // me: operator or not, the plan's limits and what is left of them, this month's spend.
     let me = with_cookie(&gw, "GET", "/api/v1/auth/me", &ops, &Value::Null)
         .await
@@ -292,7 +276,7 @@ async fn a_signed_in_dashboard_reads_the_lists_without_spending_the_guest_limit(
     .await;
     let email = unique_email();
     gw.signup(&email).await;
-    let cookie = login(&gw, &email).await;
+    let cookie = gw.login(&email).await;
     for _ in 0..5 {
         for path in ["/v1/models/pricing", "/v1/models", "/v1/models/changelog"] {
             let r = request(gw.addr, "GET", path, &[("Cookie", &cookie)], b"").await;

@@ -220,6 +220,47 @@ replacement = "zzz"
         let b = c.billing.unwrap();
         assert_eq!(b.credit_packs["small"].credits, 1_000_000_000);
         assert_eq!(c.mcp.developer_share_percent, 80);
+        // Checkout's URLs default under the public URL.
+        assert_eq!(
+            b.success_url,
+            "http://127.0.0.1:8080/dashboard/billing?paid=1"
+        );
+    }
+
+    #[test]
+    fn billing_server_and_demo_keys_are_checked() {
+        let errs = parse(
+            "[server]
+admin_emails = [\"not-an-address\"]
+log_format = \"xml\"
+             [billing]
+stripe_api_base = \"ftp://x\"
+api_timeout = 0
+             [billing.credit_packs.small]
+credits = 10
+stripe_price = \" \"
+             [[providers]]
+name = \"p\"
+kind = \"openai\"
+",
+        )
+        .unwrap_err();
+        let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
+        for p in [
+            "server.admin_emails[0]",
+            "server.log_format",
+            "billing.stripe_api_base",
+            "billing.api_timeout",
+            "billing.credit_packs.small.stripe_price",
+            "providers[0].endpoints",
+        ] {
+            assert!(paths.contains(&p), "missing {p} in {paths:?}");
+        }
+        // A demo provider needs no endpoints: the gateway's own listener, loopback for 0.0.0.0.
+        let c = parse("[server]\nlisten = \"0.0.0.0:9000\"\nadmin_emails = [\"Ops@Example.com\"]\n[[providers]]\nname = \"d\"\nkind = \"demo\"\n").unwrap();
+        assert_eq!(c.providers[0].endpoints[0].authority(), "127.0.0.1:9000");
+        assert_eq!(c.providers[0].endpoints[0].base_path, "/_demo");
+        assert_eq!(c.server.admin_emails, ["ops@example.com"]);
     }
 
     #[test]

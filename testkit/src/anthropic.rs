@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 use crate::openai::{read_request, write_chunk, write_json, Recorded};
 
@@ -58,8 +58,6 @@ impl FakeAnthropic {
 
     /// On a given address; `record: false` keeps nothing of the requests (the load run's fake).
     pub async fn start_on(name: &str, addr: &str, record: bool) -> FakeAnthropic {
-        let listener = TcpListener::bind(addr).await.expect("bind fake");
-        let addr = listener.local_addr().expect("addr");
         let state = Arc::new(State {
             mode: Mutex::new(AnthropicMode::Ok),
             requests: Mutex::new(Vec::new()),
@@ -69,16 +67,7 @@ impl FakeAnthropic {
                 .map(|w| format!("{w} "))
                 .collect(),
         });
-        let st = state.clone();
-        tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
-                let _ = sock.set_nodelay(true);
-                let st = st.clone();
-                tokio::spawn(async move {
-                    let _ = serve(sock, st).await;
-                });
-            }
-        });
+        let addr = crate::accept::serve_fake(addr, state.clone(), serve).await;
         FakeAnthropic { addr, state }
     }
 

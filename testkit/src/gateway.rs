@@ -283,6 +283,19 @@ impl Gateway {
         )
     }
 
+    /// Logs in (the signup password); returns the `Cookie` pair of the dashboard session.
+    pub async fn login(&self, email: &str) -> String {
+        let r = post_json(
+            self.addr,
+            "/api/v1/auth/login",
+            &serde_json::json!({"email": email, "password": "correct horse battery"}),
+        )
+        .await;
+        assert_eq!(r.status, 200, "login: {}", r.text());
+        let cookie = r.header("set-cookie").expect("a session cookie");
+        cookie.split(';').next().unwrap_or_default().to_string()
+    }
+
     /// Adds (or with a negative delta, removes) credits through the admin API.
     pub async fn admin_credits(&self, user_id: &str, delta: f64) -> Value {
         if delta == 0.0 {

@@ -22,6 +22,7 @@
 //! `use tollgate_testkit::*;` brings all of it.
 #![forbid(unsafe_code)]
 
+mod accept;
 pub mod anthropic;
 pub mod fastmcp;
 pub mod gateway;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 use crate::openai::read_request;
 
@@ -79,8 +79,6 @@ impl FakeToolServer {
     }
 
     async fn start_at(addr: &str, plain: bool, sse: bool, empty: bool) -> FakeToolServer {
-        let listener = TcpListener::bind(addr).await.expect("bind fake");
-        let addr = listener.local_addr().expect("addr");
         let state = Arc::new(State {
             mode: Mutex::new(ToolMode::Ok),
             plain,
@@ -91,17 +89,7 @@ impl FakeToolServer {
             empty,
             more: AtomicBool::new(false),
         });
-        let st = state.clone();
-        tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
-                // Replies go out in two writes; Nagle would hold the second for a delayed ACK.
-                let _ = sock.set_nodelay(true);
-                let st = st.clone();
-                tokio::spawn(async move {
-                    let _ = serve(sock, st).await;
-                });
-            }
-        });
+        let addr = crate::accept::serve_fake(addr, state.clone(), serve).await;
         FakeToolServer { addr, state }
     }
 

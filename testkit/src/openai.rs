@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
@@ -116,8 +116,6 @@ impl FakeOpenAiBuilder {
     }
 
     pub async fn start(self) -> FakeOpenAi {
-        let listener = TcpListener::bind(&self.listen).await.expect("bind fake");
-        let addr = listener.local_addr().expect("addr");
         let name = self.name;
         let state = Arc::new(FakeState {
             words: match self.words {
@@ -134,20 +132,7 @@ impl FakeOpenAiBuilder {
             health_checks: Mutex::new(Vec::new()),
             record: self.record,
         });
-        let st = state.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((sock, _)) = listener.accept().await else {
-                    return;
-                };
-                // Replies are written in pieces; Nagle would hold them for a delayed ACK.
-                let _ = sock.set_nodelay(true);
-                let st = st.clone();
-                tokio::spawn(async move {
-                    let _ = serve_conn(sock, st).await;
-                });
-            }
-        });
+        let addr = crate::accept::serve_fake(&self.listen, state.clone(), serve_conn).await;
         FakeOpenAi { addr, state }
     }
 }

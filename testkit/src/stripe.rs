@@ -12,7 +12,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 use crate::openai::{read_request, Recorded};
 
@@ -89,19 +89,8 @@ fn decode(s: &str) -> String {
 
 impl FakeStripe {
     pub async fn start() -> FakeStripe {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
-        let addr = listener.local_addr().expect("addr");
         let state = Arc::new(State::default());
-        let st = state.clone();
-        tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
-                let _ = sock.set_nodelay(true);
-                let st = st.clone();
-                tokio::spawn(async move {
-                    let _ = serve(sock, st).await;
-                });
-            }
-        });
+        let addr = crate::accept::serve_fake("127.0.0.1:0", state.clone(), serve).await;
         FakeStripe { addr, state }
     }
 
