@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use pingora::connectors::http::Connector;
+use pingora::connectors::TransportConnector;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use crate::accounts::key_cache::KeyCache;
@@ -48,8 +48,9 @@ pub struct Shared {
     pub leases: Leases,
     /// Storage settings as read at start (not reloadable).
     pub storage: Storage,
-    /// Pooled upstream connections (Pingora's HTTP connector).
-    pub connector: Connector,
+    /// Pooled upstream connections and TLS (Pingora's transport connector; the HTTP/1
+    /// exchange on them is `upstream::wire`).
+    pub connector: TransportConnector,
     /// Unix seconds at start: the `created` of every model in `GET /v1/models`.
     pub started: i64,
     /// Password hashes running on the blocking pool, one per core (`accounts::passwords`).
@@ -87,7 +88,7 @@ impl Shared {
                 instance,
             ),
             storage,
-            connector: Connector::new(None),
+            connector: TransportConnector::new(None),
             started: crate::clock::now_secs(),
             hashing: tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(1, |n| n.get()),

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::config::{Billing, EndpointUrl};
 use crate::runtime::Shared;
+use crate::upstream::wire;
 
 /// Stripe's answers are small; a longer one is not Stripe.
 const MAX_REPLY: usize = 1 << 20;
@@ -108,18 +109,16 @@ async fn exchange(
         Ok(Box::new(h))
     })()
     .map_err(|e| fail(format!("could not build the request ({e})")))?;
-    let (up, _) = shared
-        .connector
-        .get_http_session(&peer)
+    let mut up = wire::exchange(&shared.connector, &peer, &header, &body)
         .await
-        .map_err(|_| fail("could not connect to Stripe"))?;
-    let mut up = crate::upstream::wire::exchange(up, &peer, header, &body)
-        .await
-        .map_err(|_| fail("Stripe dropped the connection"))?;
-    let status = up.response_header().map_or(0, |h| h.status.as_u16());
+        .map_err(|e| match e {
+            wire::Failure::Connect(_) => fail("could not connect to Stripe"),
+            wire::Failure::Exchange(_) => fail("Stripe dropped the connection"),
+        })?;
+    let status = up.status();
     let mut buf = Vec::new();
     loop {
-        match up.read_response_body().await {
+        match up.read_body().await {
             Ok(Some(b)) => {
                 if buf.len() + b.len() > MAX_REPLY {
                     return Err(fail("Stripe's reply was too long"));
@@ -142,9 +141,6 @@ async fn exchange(
         });
     }
     let v = json.ok_or_else(|| fail("Stripe's reply was not JSON"))?;
-    shared
-        .connector
-        .release_http_session(up, &peer, Some(Duration::from_secs(30)))
-        .await;
+    up.release(&shared.connector, &peer, Some(Duration::from_secs(30)));
     Ok(v)
 }

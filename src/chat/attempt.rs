@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use pingora::http::RequestHeader;
-use pingora::protocols::http::client::HttpSession;
 use pingora::proxy::Session;
 use pingora::upstreams::peer::HttpPeer;
 use tollgate_filters::openai::request::ChatRequest;
@@ -21,7 +20,8 @@ use crate::config::Timeouts;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::respond;
 use crate::runtime::Shared;
-use crate::upstream::{provider, wire, Endpoint, Pool};
+use crate::upstream::wire::{self, Response};
+use crate::upstream::{provider, Endpoint, Pool};
 
 /// Largest non-streaming reply the gateway will buffer from an upstream.
 const MAX_UPSTREAM_JSON: usize = 32 * 1024 * 1024;
@@ -112,38 +112,23 @@ impl Attempt<'_> {
         build().map_err(|e| failover("request_build", e))
     }
 
-    /// Opens (or reuses) a connection, sends the request and reads the response head. A pooled
-    /// connection the upstream closed while idle fails on first use; that is retried once on a
-    /// fresh connection instead of being counted against the endpoint. The header is built per
-    /// try (rather than cloned for a retry that almost never happens).
-    pub async fn send(&self, request_id: &str) -> Result<HttpSession, AttemptError> {
+    /// Opens (or reuses) a connection, sends the request and reads the response head (a
+    /// stale pooled connection is retried on a new one inside `wire::exchange`).
+    pub async fn send(&self, request_id: &str) -> Result<Response, AttemptError> {
+        let header = self.request_header(request_id)?;
         let connector = &self.shared.connector;
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let header = self.request_header(request_id)?;
-            let (up, reused) = connector
-                .get_http_session(&self.dest.peer)
-                .await
-                .map_err(|e| failover("connect", e))?;
-            let sent = wire::exchange(up, &self.dest.peer, header, &self.body).await;
-            match sent {
-                Ok(up) => return Ok(up),
-                Err(e) if reused && tries < 2 => {
-                    tracing::debug!("stale pooled connection, retrying fresh: {e}");
-                }
-                Err(e) => return Err(failover("send", e)),
-            }
-        }
+        wire::exchange(connector, &self.dest.peer, &header, &self.body)
+            .await
+            .map_err(|e| match e {
+                wire::Failure::Connect(e) => failover("connect", e),
+                wire::Failure::Exchange(e) => failover("send", e),
+            })
     }
 
     /// Gives a connection whose reply was read to the end back to the pool.
-    pub async fn release(&self, up: HttpSession) {
+    pub fn release(&self, up: Response) {
         let peer = &self.dest.peer;
-        self.shared
-            .connector
-            .release_http_session(up, peer, peer.options.idle_timeout)
-            .await;
+        up.release(&self.shared.connector, peer, peer.options.idle_timeout);
     }
 
     /// Records in the context which model and provider served the request, at which rates.
@@ -168,7 +153,7 @@ impl Attempt<'_> {
             check_status(&mut up, self.timeouts.stream_chunk).await?;
             let mut buf = BytesMut::new();
             loop {
-                match up.read_response_body().await {
+                match up.read_body().await {
                     Ok(Some(b)) => {
                         buf.extend_from_slice(&b);
                         if buf.len() > MAX_UPSTREAM_JSON {
@@ -190,7 +175,7 @@ impl Attempt<'_> {
                 ))
             }
         };
-        self.release(up).await;
+        self.release(up);
 
         let model = &self.dest.model.id;
         let (wire, kind) = (ctx.wire, self.dest.pool.provider.kind.wire());
@@ -226,8 +211,8 @@ impl Attempt<'_> {
 
 /// Maps an upstream's non-200 status: 400-class rejections of the request go to the client,
 /// everything else (5xx, 429, auth failures of our key, unknown model upstream) fails over.
-pub async fn check_status(up: &mut HttpSession, deadline: Duration) -> Result<(), AttemptError> {
-    let status = up.response_header().map(|h| h.status.as_u16()).unwrap_or(0);
+pub async fn check_status(up: &mut Response, deadline: Duration) -> Result<(), AttemptError> {
+    let status = up.status();
     if status == 200 {
         return Ok(());
     }
@@ -242,7 +227,7 @@ pub async fn check_status(up: &mut HttpSession, deadline: Duration) -> Result<()
         // Read a bounded amount of the reason for the client, for a bounded time.
         let mut buf = BytesMut::new();
         let read = async {
-            while let Ok(Some(b)) = up.read_response_body().await {
+            while let Ok(Some(b)) = up.read_body().await {
                 buf.extend_from_slice(&b);
                 if buf.len() > 64 * 1024 {
                     break;

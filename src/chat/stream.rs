@@ -14,7 +14,6 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use pingora::protocols::http::client::HttpSession;
 use pingora::proxy::Session;
 use tollgate_filters::openai::stream::StreamStep;
 use tollgate_filters::sse::{SseDecoder, SseEvent};
@@ -26,6 +25,7 @@ use super::tokenize::off_thread;
 use super::translate;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::respond;
+use crate::upstream::wire::Response;
 
 /// Largest single SSE event accepted from an upstream.
 const MAX_SSE_EVENT: usize = 4 * 1024 * 1024;
@@ -66,7 +66,7 @@ impl std::fmt::Display for Broke {
 
 /// One stream's state across the phases.
 struct Relay {
-    up: HttpSession,
+    up: Response,
     decoder: SseDecoder,
     /// The upstream's events in the client's format.
     rewriter: Box<dyn StreamTranslator>,
@@ -291,11 +291,11 @@ async fn finish(mut r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut 
         // Drain to the end so the connection can go back to the pool.
         let mut up = r.up;
         let drained = tokio::time::timeout(Duration::from_secs(1), async {
-            while let Ok(Some(_)) = up.read_response_body().await {}
+            while let Ok(Some(_)) = up.read_body().await {}
         })
         .await;
         if drained.is_ok() {
-            a.release(up).await;
+            a.release(up);
         }
     }
 }
@@ -314,13 +314,13 @@ async fn send(session: &mut Session, bytes: Bytes, end: bool, limit: Duration) -
 /// is quiet so that the client never sees `client_idle` of silence. `Ok(None)` is the end of
 /// the upstream body; `Err` a read failure or `stream_chunk` of upstream silence.
 async fn next_piece(
-    up: &mut HttpSession,
+    up: &mut Response,
     session: Option<&mut Session>,
     silence: Duration,
     keepalive: Duration,
     client_gone: &mut bool,
 ) -> Result<Option<Bytes>, Broke> {
-    let read = up.read_response_body();
+    let read = up.read_body();
     tokio::pin!(read);
     let limit = tokio::time::sleep(silence);
     tokio::pin!(limit);

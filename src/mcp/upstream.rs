@@ -20,6 +20,7 @@ use tollgate_filters::sse::SseDecoder;
 use super::cache::UpstreamSession;
 use crate::config::EndpointUrl;
 use crate::runtime::Shared;
+use crate::upstream::wire;
 
 /// Why a tool server could not be used, in words a client may read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,32 +201,24 @@ impl<'a> Upstream<'a> {
         })()
         .map_err(|e| fail(format!("could not be asked ({e})")))?;
         let connector = &self.shared.connector;
-        let (up, _) = connector
-            .get_http_session(&peer)
+        let mut up = wire::exchange(connector, &peer, &header, &body)
             .await
-            .map_err(|_| fail("could not be connected to"))?;
-        let mut up = crate::upstream::wire::exchange(up, &peer, header, &body)
-            .await
-            .map_err(|_| fail("dropped the connection"))?;
-        let head = up
-            .response_header()
-            .ok_or_else(|| fail("sent no response head"))?;
-        let status = head.status.as_u16();
-        let header = |n: &str| {
-            head.headers
-                .get(n)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
-        let session_id = header("mcp-session-id");
-        let sse = header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
+            .map_err(|e| match e {
+                wire::Failure::Connect(_) => fail("could not be connected to"),
+                wire::Failure::Exchange(_) => fail("dropped the connection"),
+            })?;
+        let status = up.status();
+        let session_id = up.header("mcp-session-id").map(str::to_owned);
+        let sse = up
+            .header("content-type")
+            .is_some_and(|c| c.starts_with("text/event-stream"));
         let want_id = msg.get("id").cloned();
         let mut buf = BytesMut::new();
         let mut decoder = SseDecoder::new(self.max_bytes);
         let mut events = Vec::new();
         let mut found = None;
         loop {
-            match up.read_response_body().await {
+            match up.read_body().await {
                 Ok(Some(b)) => {
                     if buf.len() + b.len() >= self.max_bytes {
                         return Err(fail(format!(
@@ -270,10 +263,7 @@ impl<'a> Upstream<'a> {
             Some(v)
         };
         if !sse && message.is_some() {
-            self.shared
-                .connector
-                .release_http_session(up, &peer, Some(Duration::from_secs(30)))
-                .await;
+            up.release(connector, &peer, Some(Duration::from_secs(30)));
         }
         Ok(Answer {
             status,

@@ -9,6 +9,8 @@ pub mod pool;
 pub mod provider;
 pub mod resolve;
 pub mod wire;
+#[cfg(test)]
+mod wire_tests;
 
 pub use pool::{build_pool, Endpoint, Pool};
 pub use resolve::resolve;

@@ -1,44 +1,127 @@
-//! One write per upstream request. Pingora 0.9's HTTP/1 client flushes a request's head on its
-//! own, so head and body leave in two `sendto` calls (and the upstream may wake twice). For a
-//! body that is whole before the request starts (every request the gateway makes upstream),
-//! this writes head and body with one `write_all` on the pooled connection's stream, then hands
-//! the stream back to Pingora's client to read the response: Pingora stays the connection pool,
-//! the TLS layer and the response parser.
+//! The gateway's HTTP/1.1 exchange with an upstream (providers, tool servers, Stripe).
+//!
+//! Pingora's `TransportConnector` stays the connection pool and the TLS layer: it connects,
+//! handshakes, keeps idle connections and checks them before reuse. This module writes one
+//! request and reads its response. Pingora 0.9's HTTP client was used before; two of its habits
+//! cost on every request: it flushes a request's head on its own (two `sendto` per request, and
+//! two wakeups of the upstream), and it reads every response body through a fixed 64 KiB buffer
+//! per connection, which was 64 of the 66 KB each concurrent stream cost. Here head and body
+//! leave in one write, and a response is read through an 8 KiB buffer that grows only for a
+//! body that arrives faster than it is consumed.
+//!
+//! The response head is parsed by `httparse` (the parser Pingora and hyper use); bodies are
+//! framed as RFC 9112 section 6.3 says: no body for 1xx/204/304, chunked, Content-Length, or
+//! until the connection closes (then never reused).
 
-use pingora::protocols::http::client::HttpSession;
-use pingora::protocols::http::v1::client::{http_req_header_to_wire, HttpSession as Http1};
-use pingora::upstreams::peer::HttpPeer;
-use pingora::{Error, ErrorType};
-use tokio::io::AsyncWriteExt;
+use std::ops::Range;
+use std::time::Duration;
 
+use bytes::{Buf, Bytes, BytesMut};
+use pingora::connectors::TransportConnector;
 use pingora::http::RequestHeader;
+use pingora::protocols::http::v1::client::http_req_header_to_wire;
+use pingora::protocols::Stream;
+use pingora::upstreams::peer::{HttpPeer, Peer};
+use pingora::{Error, ErrorType};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Sends `header` and `body` on `up` and reads the response head; the session to read the
-/// body from. HTTP/2 sessions (none today) go through Pingora's own calls.
-pub async fn exchange(
-    up: HttpSession,
-    peer: &HttpPeer,
-    header: Box<RequestHeader>,
-    body: &[u8],
-) -> pingora::Result<HttpSession> {
-    let h1 = match up {
-        HttpSession::H1(h1) => h1,
-        mut other => {
-            other.write_request_header(header).await?;
-            other
-                .write_request_body(bytes::Bytes::copy_from_slice(body), true)
-                .await?;
-            other.finish_request_body().await?;
-            other.read_response_header().await?;
-            return Ok(other);
+/// What one read asks the socket for. SSE events and JSON replies are far smaller.
+const READ_SIZE: usize = 8 * 1024;
+/// A response head (status line and headers) larger than this is refused.
+const MAX_HEAD: usize = 64 * 1024;
+const MAX_HEADERS: usize = 96;
+
+/// Why an exchange failed: before a connection existed, or on it.
+#[derive(Debug)]
+pub enum Failure {
+    Connect(Box<Error>),
+    Exchange(Box<Error>),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Connect(e) | Failure::Exchange(e) => e.fmt(f),
         }
+    }
+}
+
+enum Framing {
+    Length(u64),
+    Chunked(Chunk),
+    UntilClose,
+    Done,
+}
+
+#[derive(Clone, Copy)]
+enum Chunk {
+    Size,
+    Data(u64),
+    /// The CRLF after a chunk's data.
+    DataEnd,
+    Trailers,
+}
+
+/// A response whose head has been read; its body is read with [`Response::read_body`].
+pub struct Response {
+    status: u16,
+    head: Bytes,
+    headers: Vec<(Range<usize>, Range<usize>)>,
+    stream: Stream,
+    buf: BytesMut,
+    body: Framing,
+    keepalive: bool,
+    read_timeout: Option<Duration>,
+}
+
+fn io_error(what: &'static str, e: std::io::Error) -> Box<Error> {
+    let kind = if e.kind() == std::io::ErrorKind::TimedOut {
+        ErrorType::ReadTimedout
+    } else {
+        ErrorType::ReadError
     };
-    let mut wire = http_req_header_to_wire(&header)
-        .ok_or_else(|| Error::explain(ErrorType::InvalidHTTPHeader, "unwritable request head"))?;
+    Error::because(kind, what, e)
+}
+
+fn bad_reply(what: &'static str) -> Box<Error> {
+    Error::explain(ErrorType::InvalidHTTPHeader, what)
+}
+
+/// Sends `header` and `body` on a pooled connection to `peer` (a new one when none is idle)
+/// and reads the response head. A pooled connection the upstream closed while idle fails
+/// before any byte of a response arrives; that case is retried once on a new connection, as
+/// HTTP clients do, instead of being counted against the endpoint.
+pub async fn exchange(
+    connector: &TransportConnector,
+    peer: &HttpPeer,
+    header: &RequestHeader,
+    body: &[u8],
+) -> Result<Response, Failure> {
+    let mut wire = http_req_header_to_wire(header)
+        .ok_or_else(|| Failure::Exchange(bad_reply("unwritable request head")))?;
     wire.extend_from_slice(body);
-    let mut stream = h1.into_inner();
+    if let Some(stream) = connector.reused_stream(peer).await {
+        match send(stream, peer, &wire).await {
+            Ok(r) => return Ok(r),
+            Err((true, e)) => tracing::debug!("stale pooled connection, retrying fresh: {e}"),
+            Err((false, e)) => return Err(Failure::Exchange(e)),
+        }
+    }
+    let stream = connector.new_stream(peer).await.map_err(Failure::Connect)?;
+    send(stream, peer, &wire)
+        .await
+        .map_err(|(_, e)| Failure::Exchange(e))
+}
+
+/// Writes the request and reads the response head. The error's flag says the connection
+/// failed before any response byte came (worth one retry on a new connection).
+async fn send(
+    mut stream: Stream,
+    peer: &HttpPeer,
+    wire: &[u8],
+) -> Result<Response, (bool, Box<Error>)> {
     let write = async {
-        stream.write_all(&wire).await?;
+        stream.write_all(wire).await?;
         stream.flush().await
     };
     let written = match peer.options.write_timeout {
@@ -47,10 +130,275 @@ pub async fn exchange(
             .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
         None => write.await,
     };
-    written.map_err(|e| Error::because(ErrorType::WriteError, "while writing the request", e))?;
-    // A fresh client session over the same stream, with the peer's read timeouts; it parses
-    // the response as Pingora always does (keep-alive from the response's own headers).
-    let mut h1 = Http1::new_with_options(stream, peer);
-    h1.read_response().await?;
-    Ok(HttpSession::H1(h1))
+    if let Err(e) = written {
+        let stale = e.kind() != std::io::ErrorKind::TimedOut;
+        return Err((
+            stale,
+            Error::because(ErrorType::WriteError, "while writing the request", e),
+        ));
+    }
+    let mut r = Response {
+        status: 0,
+        head: Bytes::new(),
+        headers: Vec::new(),
+        stream,
+        buf: BytesMut::with_capacity(READ_SIZE / 2),
+        body: Framing::Done,
+        keepalive: false,
+        read_timeout: peer.options.read_timeout,
+    };
+    loop {
+        let parsed = r.parse_head().map_err(|e| (false, e))?;
+        match parsed {
+            Some(true) => return Ok(r),
+            // An interim 1xx head: read on for the final one.
+            Some(false) => continue,
+            None => {}
+        }
+        if r.buf.len() > MAX_HEAD {
+            return Err((false, bad_reply("response head too large")));
+        }
+        let nothing_yet = r.buf.is_empty();
+        match r.fill().await {
+            Ok(0) => {
+                let e = Error::explain(ErrorType::ConnectionClosed, "closed before a response");
+                return Err((nothing_yet, e));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let stale = nothing_yet && e.etype() == &ErrorType::ReadError;
+                return Err((stale, e));
+            }
+        }
+    }
+}
+
+fn has_token(value: &[u8], token: &str) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+impl Response {
+    /// Parses a head at the start of the buffer: `None` when incomplete, `Some(false)` for an
+    /// interim 1xx head (consumed), `Some(true)` for the final head.
+    fn parse_head(&mut self) -> pingora::Result<Option<bool>> {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut headers);
+        let len = match resp.parse(&self.buf) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(_) => return Err(bad_reply("invalid response head")),
+        };
+        let status = resp.code.unwrap_or(0);
+        if (100..200).contains(&status) && status != 101 {
+            self.buf.advance(len);
+            return Ok(Some(false));
+        }
+        let base = self.buf.as_ptr() as usize;
+        let offset = |s: &[u8]| {
+            let start = s.as_ptr() as usize - base;
+            start..start + s.len()
+        };
+        let (mut length, mut chunked, mut close) = (None, false, resp.version != Some(1));
+        let mut ranges = Vec::with_capacity(resp.headers.len());
+        for h in resp.headers.iter() {
+            if h.name.eq_ignore_ascii_case("content-length") {
+                let n = std::str::from_utf8(h.value)
+                    .ok()
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .ok_or_else(|| bad_reply("invalid Content-Length"))?;
+                if length.is_some_and(|l| l != n) {
+                    return Err(bad_reply("conflicting Content-Length"));
+                }
+                length = Some(n);
+            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                // Chunked must be the last coding; anything else is read to the close.
+                chunked = h.value.trim_ascii_end().ends_with(b"chunked");
+                close |= !chunked;
+            } else if h.name.eq_ignore_ascii_case("connection") {
+                close |= has_token(h.value, "close");
+            }
+            ranges.push((offset(h.name.as_bytes()), offset(h.value)));
+        }
+        self.body = if status == 204 || status == 304 || status == 101 {
+            Framing::Done
+        } else if chunked {
+            Framing::Chunked(Chunk::Size)
+        } else if let Some(n) = length {
+            if n == 0 {
+                Framing::Done
+            } else {
+                Framing::Length(n)
+            }
+        } else {
+            close = true;
+            Framing::UntilClose
+        };
+        self.status = status;
+        self.headers = ranges;
+        self.keepalive = !close && status != 101;
+        self.head = self.buf.split_to(len).freeze();
+        Ok(Some(true))
+    }
+
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The first header of that name (ASCII case-insensitive), when it is text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| self.head[n.clone()].eq_ignore_ascii_case(name.as_bytes()))
+            .and_then(|(_, v)| std::str::from_utf8(&self.head[v.clone()]).ok())
+    }
+
+    /// Reads more of the connection into the buffer: the number of bytes read, 0 at its end.
+    async fn fill(&mut self) -> pingora::Result<usize> {
+        if self.buf.capacity() - self.buf.len() < READ_SIZE / 4 {
+            // Reclaims the buffer's own allocation when every piece handed out was dropped.
+            self.buf.reserve(READ_SIZE);
+        }
+        let read = self.stream.read_buf(&mut self.buf);
+        let n = match self.read_timeout {
+            Some(t) => match tokio::time::timeout(t, read).await {
+                Ok(r) => r,
+                Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+            },
+            None => read.await,
+        };
+        n.map_err(|e| io_error("while reading the response", e))
+    }
+
+    /// The next piece of the body as it arrives, `None` at its end. An upstream that closes
+    /// the connection before a framed body ends is an error.
+    pub async fn read_body(&mut self) -> pingora::Result<Option<Bytes>> {
+        loop {
+            match self.body {
+                Framing::Done => return Ok(None),
+                Framing::Length(n) => {
+                    if !self.buf.is_empty() {
+                        let take = n.min(self.buf.len() as u64);
+                        self.body = match n - take {
+                            0 => Framing::Done,
+                            rest => Framing::Length(rest),
+                        };
+                        return Ok(Some(self.buf.split_to(take as usize).freeze()));
+                    }
+                }
+                Framing::UntilClose => {
+                    if !self.buf.is_empty() {
+                        return Ok(Some(self.buf.split().freeze()));
+                    }
+                    if self.fill().await? == 0 {
+                        self.body = Framing::Done;
+                        return Ok(None);
+                    }
+                    continue;
+                }
+                Framing::Chunked(_) => {
+                    if let Some(piece) = self.chunked()? {
+                        return Ok(piece);
+                    }
+                }
+            }
+            if self.fill().await? == 0 {
+                return Err(Error::explain(
+                    ErrorType::ConnectionClosed,
+                    "the upstream closed the connection before the body ended",
+                ));
+            }
+        }
+    }
+
+    /// Chunked decoding over the buffer: `Some` with what to return (a piece, or `None` at the
+    /// body's end), or `None` when more bytes are needed.
+    #[allow(clippy::option_option)]
+    fn chunked(&mut self) -> pingora::Result<Option<Option<Bytes>>> {
+        loop {
+            let Framing::Chunked(state) = self.body else {
+                return Ok(Some(None));
+            };
+            match state_step(&mut self.buf, state)? {
+                Step::More => return Ok(None),
+                Step::Next(s) => self.body = Framing::Chunked(s),
+                Step::Data(bytes, s) => {
+                    self.body = Framing::Chunked(s);
+                    return Ok(Some(Some(bytes)));
+                }
+                Step::End => {
+                    self.body = Framing::Done;
+                    return Ok(Some(None));
+                }
+            }
+        }
+    }
+
+    /// Gives the connection back to Pingora's pool when its response was read to the end and
+    /// it may be kept alive; otherwise it is closed.
+    pub fn release(self, connector: &TransportConnector, peer: &HttpPeer, idle: Option<Duration>) {
+        if self.keepalive && matches!(self.body, Framing::Done) && self.buf.is_empty() {
+            connector.release_stream(self.stream, peer.reuse_hash(), idle);
+        }
+    }
+}
+
+enum Step {
+    More,
+    Next(Chunk),
+    Data(Bytes, Chunk),
+    End,
+}
+
+/// Advances chunked decoding by one state over `buf`.
+fn state_step(buf: &mut BytesMut, state: Chunk) -> pingora::Result<Step> {
+    Ok(match state {
+        Chunk::Size => match httparse::parse_chunk_size(buf) {
+            Ok(httparse::Status::Complete((used, size))) => {
+                buf.advance(used);
+                Step::Next(if size == 0 {
+                    Chunk::Trailers
+                } else {
+                    Chunk::Data(size)
+                })
+            }
+            Ok(httparse::Status::Partial) if buf.len() < 1024 => Step::More,
+            _ => return Err(bad_reply("invalid chunk size")),
+        },
+        Chunk::Data(n) => {
+            if buf.is_empty() {
+                return Ok(Step::More);
+            }
+            let take = n.min(buf.len() as u64);
+            let data = buf.split_to(take as usize).freeze();
+            let next = match n - take {
+                0 => Chunk::DataEnd,
+                rest => Chunk::Data(rest),
+            };
+            Step::Data(data, next)
+        }
+        Chunk::DataEnd => match buf.get(..2) {
+            None => Step::More,
+            Some(b"\r\n") => {
+                buf.advance(2);
+                Step::Next(Chunk::Size)
+            }
+            Some(_) => return Err(bad_reply("chunk not followed by CRLF")),
+        },
+        Chunk::Trailers => {
+            if buf.starts_with(b"\r\n") {
+                buf.advance(2);
+                return Ok(Step::End);
+            }
+            match buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                Some(i) => {
+                    buf.advance(i + 4);
+                    Step::End
+                }
+                None if buf.len() < MAX_HEAD => Step::More,
+                None => return Err(bad_reply("trailers too large")),
+            }
+        }
+    })
 }
