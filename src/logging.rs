@@ -8,7 +8,7 @@
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::Arc;
 
 use tracing_subscriber::fmt::MakeWriter;
@@ -18,6 +18,8 @@ use crate::config::server::LogFormat;
 
 /// Lines that may wait for the writer: a burst of a few seconds at full request rate.
 const QUEUE_LINES: usize = 16 * 1024;
+/// While lines keep coming, the writer collects them this often instead of being woken per line.
+const GATHER_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Where formatted lines go: the writer thread's queue.
 #[derive(Clone)]
@@ -82,20 +84,34 @@ pub fn sink() -> Sink {
 
 fn write_lines(rx: Receiver<Vec<u8>>, dropped: Arc<AtomicU64>) {
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stderr());
+    let poll = GATHER_EVERY;
+    // Idle: blocked in `recv`, and the first line wakes the writer. Busy: the writer sleeps
+    // `poll` between rounds, so a logging thread only queues its line (no futex wake per line;
+    // a sender wakes the receiver only when it is blocked in `recv`).
     while let Ok(line) = rx.recv() {
         let _ = out.write_all(&line);
-        // Whatever else is queued goes out in the same write.
-        while let Ok(more) = rx.try_recv() {
-            let _ = out.write_all(&more);
+        loop {
+            // Whatever else is queued goes out in the same write.
+            while let Ok(more) = rx.try_recv() {
+                let _ = out.write_all(&more);
+            }
+            let lost = dropped.swap(0, Ordering::Relaxed);
+            if lost > 0 {
+                let _ = writeln!(
+                    out,
+                    "tollgate: {lost} log line(s) dropped: stderr could not keep up"
+                );
+            }
+            let _ = out.flush();
+            std::thread::sleep(poll);
+            match rx.try_recv() {
+                Ok(more) => {
+                    let _ = out.write_all(&more);
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return,
+            }
         }
-        let lost = dropped.swap(0, Ordering::Relaxed);
-        if lost > 0 {
-            let _ = writeln!(
-                out,
-                "tollgate: {lost} log line(s) dropped: stderr could not keep up"
-            );
-        }
-        let _ = out.flush();
     }
 }
 

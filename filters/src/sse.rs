@@ -46,7 +46,8 @@ pub struct SseDecoder {
 impl SseDecoder {
     pub fn new(max_event_bytes: usize) -> Self {
         SseDecoder {
-            buf: Vec::with_capacity(4096),
+            // Events are a few hundred bytes; grown on demand (one per open stream).
+            buf: Vec::with_capacity(512),
             scanned: 0,
             data: String::new(),
             has_data: false,

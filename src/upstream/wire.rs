@@ -6,7 +6,7 @@
 //! cost on every request: it flushes a request's head on its own (two `sendto` per request, and
 //! two wakeups of the upstream), and it reads every response body through a fixed 64 KiB buffer
 //! per connection, which was 64 of the 66 KB each concurrent stream cost. Here head and body
-//! leave in one write, and a response is read through an 8 KiB buffer that grows only for a
+//! leave in one write, and a response is read through a 4 KiB buffer that grows only for a
 //! body that arrives faster than it is consumed.
 //!
 //! The response head is parsed by `httparse` (the parser Pingora and hyper use); bodies are
@@ -25,8 +25,10 @@ use pingora::upstreams::peer::{HttpPeer, Peer};
 use pingora::{Error, ErrorType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// What one read asks the socket for. SSE events and JSON replies are far smaller.
-const READ_SIZE: usize = 8 * 1024;
+/// What one read asks the socket for at first: SSE events and JSON replies are far smaller.
+/// A read that fills it doubles the next one, up to `MAX_READ_SIZE`, for large bodies.
+const READ_SIZE: usize = 4 * 1024;
+const MAX_READ_SIZE: usize = 64 * 1024;
 /// A response head (status line and headers) larger than this is refused.
 const MAX_HEAD: usize = 64 * 1024;
 const MAX_HEADERS: usize = 96;
@@ -72,6 +74,7 @@ pub struct Response {
     body: Framing,
     keepalive: bool,
     read_timeout: Option<Duration>,
+    read_size: usize,
 }
 
 fn io_error(what: &'static str, e: std::io::Error) -> Box<Error> {
@@ -142,10 +145,11 @@ async fn send(
         head: Bytes::new(),
         headers: Vec::new(),
         stream,
-        buf: BytesMut::with_capacity(READ_SIZE / 2),
+        buf: BytesMut::with_capacity(READ_SIZE),
         body: Framing::Done,
         keepalive: false,
         read_timeout: peer.options.read_timeout,
+        read_size: READ_SIZE,
     };
     loop {
         let parsed = r.parse_head().map_err(|e| (false, e))?;
@@ -258,8 +262,9 @@ impl Response {
     async fn fill(&mut self) -> pingora::Result<usize> {
         if self.buf.capacity() - self.buf.len() < READ_SIZE / 4 {
             // Reclaims the buffer's own allocation when every piece handed out was dropped.
-            self.buf.reserve(READ_SIZE);
+            self.buf.reserve(self.read_size);
         }
+        let room = self.buf.capacity() - self.buf.len();
         let read = self.stream.read_buf(&mut self.buf);
         let n = match self.read_timeout {
             Some(t) => match tokio::time::timeout(t, read).await {
@@ -268,7 +273,11 @@ impl Response {
             },
             None => read.await,
         };
-        n.map_err(|e| io_error("while reading the response", e))
+        let n = n.map_err(|e| io_error("while reading the response", e))?;
+        if n == room {
+            self.read_size = (self.read_size * 2).min(MAX_READ_SIZE);
+        }
+        Ok(n)
     }
 
     /// The next piece of the body as it arrives, `None` at its end. An upstream that closes
