@@ -3,6 +3,7 @@
 //! passively, and what each provider kind means on the wire ([`provider`]); [`demo`] is the
 //! built-in demo provider the gateway serves to itself.
 
+mod chunked;
 pub mod demo;
 pub mod health;
 pub mod pool;

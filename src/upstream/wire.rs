@@ -23,14 +23,14 @@ use pingora::protocols::http::v1::client::http_req_header_to_wire;
 use pingora::protocols::Stream;
 use pingora::upstreams::peer::{HttpPeer, Peer};
 use pingora::{Error, ErrorType};
+
+use super::chunked::{bad_reply, state_step, Chunk, Step, MAX_HEAD};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// What one read asks the socket for at first: SSE events and JSON replies are far smaller.
 /// A read that fills it doubles the next one, up to `MAX_READ_SIZE`, for large bodies.
 const READ_SIZE: usize = 4 * 1024;
 const MAX_READ_SIZE: usize = 64 * 1024;
-/// A response head (status line and headers) larger than this is refused.
-const MAX_HEAD: usize = 64 * 1024;
 const MAX_HEADERS: usize = 96;
 
 /// Why an exchange failed: before a connection existed, or on it.
@@ -55,15 +55,6 @@ enum Framing {
     Done,
 }
 
-#[derive(Clone, Copy)]
-enum Chunk {
-    Size,
-    Data(u64),
-    /// The CRLF after a chunk's data.
-    DataEnd,
-    Trailers,
-}
-
 /// A response whose head has been read; its body is read with [`Response::read_body`].
 pub struct Response {
     status: u16,
@@ -84,10 +75,6 @@ fn io_error(what: &'static str, e: std::io::Error) -> Box<Error> {
         ErrorType::ReadError
     };
     Error::because(kind, what, e)
-}
-
-fn bad_reply(what: &'static str) -> Box<Error> {
-    Error::explain(ErrorType::InvalidHTTPHeader, what)
 }
 
 /// Sends `header` and `body` on a pooled connection to `peer` (a new one when none is idle)
@@ -351,63 +338,4 @@ impl Response {
             connector.release_stream(self.stream, peer.reuse_hash(), idle);
         }
     }
-}
-
-enum Step {
-    More,
-    Next(Chunk),
-    Data(Bytes, Chunk),
-    End,
-}
-
-/// Advances chunked decoding by one state over `buf`.
-fn state_step(buf: &mut BytesMut, state: Chunk) -> pingora::Result<Step> {
-    Ok(match state {
-        Chunk::Size => match httparse::parse_chunk_size(buf) {
-            Ok(httparse::Status::Complete((used, size))) => {
-                buf.advance(used);
-                Step::Next(if size == 0 {
-                    Chunk::Trailers
-                } else {
-                    Chunk::Data(size)
-                })
-            }
-            Ok(httparse::Status::Partial) if buf.len() < 1024 => Step::More,
-            _ => return Err(bad_reply("invalid chunk size")),
-        },
-        Chunk::Data(n) => {
-            if buf.is_empty() {
-                return Ok(Step::More);
-            }
-            let take = n.min(buf.len() as u64);
-            let data = buf.split_to(take as usize).freeze();
-            let next = match n - take {
-                0 => Chunk::DataEnd,
-                rest => Chunk::Data(rest),
-            };
-            Step::Data(data, next)
-        }
-        Chunk::DataEnd => match buf.get(..2) {
-            None => Step::More,
-            Some(b"\r\n") => {
-                buf.advance(2);
-                Step::Next(Chunk::Size)
-            }
-            Some(_) => return Err(bad_reply("chunk not followed by CRLF")),
-        },
-        Chunk::Trailers => {
-            if buf.starts_with(b"\r\n") {
-                buf.advance(2);
-                return Ok(Step::End);
-            }
-            match buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                Some(i) => {
-                    buf.advance(i + 4);
-                    Step::End
-                }
-                None if buf.len() < MAX_HEAD => Step::More,
-                None => return Err(bad_reply("trailers too large")),
-            }
-        }
-    })
 }

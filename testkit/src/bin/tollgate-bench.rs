@@ -7,10 +7,15 @@
 //! - `tollgate-bench anthropic --listen ADDR`: the fake Messages API provider of the tests
 //!   (`tollgate_testkit::FakeAnthropic`), keeping nothing of the requests.
 //! - `tollgate-bench load --url URL --mode rate|max|streams ...`: an HTTP/1.1 keep-alive load
-//!   generator printing one JSON line: p50/p99 latency (µs), requests/s, errors.
-//!   `rate` is open-loop at `--rps` for `--secs` (latency measured from each request's scheduled
-//!   time, so a slow server cannot hide its queue); `max` is closed-loop on `--conns`
+//!   generator printing one JSON line: p50/p99 latency (µs), requests/s, requests completed,
+//!   errors. `rate` is open-loop at `--rps` for `--secs` (latency measured from each request's
+//!   scheduled time, so a slow server cannot hide its queue); `max` is closed-loop on `--conns`
 //!   connections; `streams` runs `--conns` streams at once and measures time to last byte.
+//!   The chat request can be shaped: `--max-tokens N` (the fake then answers N words: N content
+//!   chunks when streamed), `--pad-to BYTES` (the user message padded to that body size);
+//!   `--keys-file FILE` (one API key a line) sends each request with the next key, round-robin.
+//! - `tollgate-bench body [--model M] [--stream] [--max-tokens N] [--pad-to BYTES]`: prints the
+//!   body `load` would send, for another load generator (`LOADGEN=oha` in load.sh).
 
 #![forbid(unsafe_code)]
 
@@ -20,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tollgate_testkit::load::read_response;
+use tollgate_testkit::load::{chat_body, read_response};
 use tollgate_testkit::{FakeAnthropic, FakeOpenAi, FakeToolServer, Mode};
 
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -45,6 +50,7 @@ fn main() {
         Some("load") => rt.block_on(run_load(&args)),
         Some("tools") => rt.block_on(run_tools(&args)),
         Some("anthropic") => rt.block_on(run_anthropic(&args)),
+        Some("body") => print!("{}", body(&args)),
         _ => usage(None),
     }
 }
@@ -54,7 +60,7 @@ fn usage(problem: Option<&str>) -> ! {
     if let Some(p) = problem {
         eprintln!("tollgate-bench: {p}");
     }
-    eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] | tools --listen ADDR | anthropic --listen ADDR | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V'] [--body JSON]");
+    eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] | tools --listen ADDR | anthropic --listen ADDR | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V'] [--body JSON | --model M --max-tokens N --pad-to BYTES] [--keys-file FILE] | body [--model M] [--stream] [--max-tokens N] [--pad-to BYTES]");
     std::process::exit(2);
 }
 
@@ -97,7 +103,23 @@ async fn run_fake(args: &[String]) {
 struct Target {
     host: String,
     path: String,
-    request: Vec<u8>,
+    /// Whole requests, head and body, each sent with one write: one, or one per key.
+    requests: Vec<Vec<u8>>,
+}
+
+/// `--body JSON`, or the chat request shaped by `--model`, `--stream`, `--max-tokens` and
+/// `--pad-to` (a tools/call replaces it for the MCP rows).
+fn body(args: &[String]) -> String {
+    arg(args, "--body").unwrap_or_else(|| {
+        chat_body(
+            &arg(args, "--model").unwrap_or_else(|| "bench".into()),
+            args.iter().any(|a| a == "--stream"),
+            arg(args, "--max-tokens").and_then(|n| n.parse().ok()),
+            arg(args, "--pad-to")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+        )
+    })
 }
 
 fn target(args: &[String]) -> Target {
@@ -109,27 +131,39 @@ fn target(args: &[String]) -> Target {
         Some(i) => (rest[..i].to_string(), rest[i..].to_string()),
         None => (rest.to_string(), "/".to_string()),
     };
-    let stream = args.iter().any(|a| a == "--stream");
-    // `--body JSON` replaces the chat request (a tools/call for the MCP rows).
-    let body = arg(args, "--body").unwrap_or_else(|| format!(
-        "{{\"model\":\"{}\",\"messages\":[{{\"role\":\"user\",\"content\":\"Say something short.\"}}],\"stream\":{stream}}}",
-        arg(args, "--model").unwrap_or_else(|| "bench".into())
-    ));
-    let mut req = format!("POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n", body.len());
+    let body = body(args);
+    let mut head = format!("POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n", body.len());
     for (i, a) in args.iter().enumerate() {
         if a == "--header" {
             if let Some(h) = args.get(i + 1) {
-                req.push_str(h);
-                req.push_str("\r\n");
+                head.push_str(h);
+                head.push_str("\r\n");
             }
         }
     }
-    req.push_str("\r\n");
-    req.push_str(&body);
+    // Built up front, one per key: the loop then only picks one (keys × body bytes of memory,
+    // small for the accounts rows, which send the bare chat request).
+    let keys: Vec<String> = match arg(args, "--keys-file") {
+        Some(f) => std::fs::read_to_string(&f)
+            .unwrap_or_else(|e| usage(Some(&format!("--keys-file {f}: {e}"))))
+            .lines()
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(|k| format!("Authorization: Bearer {k}\r\n"))
+            .collect(),
+        None => vec![String::new()],
+    };
+    if keys.is_empty() {
+        usage(Some("--keys-file has no keys"));
+    }
+    let requests = keys
+        .iter()
+        .map(|k| format!("{head}{k}\r\n{body}").into_bytes())
+        .collect();
     Target {
         host,
         path,
-        request: req.into_bytes(),
+        requests,
     }
 }
 
@@ -139,10 +173,10 @@ struct Stats {
     errors: AtomicU64,
 }
 
-async fn one(conn: &mut Option<TcpStream>, buf: &mut Vec<u8>, t: &Target) -> bool {
+async fn one(conn: &mut Option<TcpStream>, buf: &mut Vec<u8>, host: &str, request: &[u8]) -> bool {
     for _ in 0..2 {
         if conn.is_none() {
-            match TcpStream::connect(&t.host).await {
+            match TcpStream::connect(host).await {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);
                     *conn = Some(s);
@@ -152,7 +186,7 @@ async fn one(conn: &mut Option<TcpStream>, buf: &mut Vec<u8>, t: &Target) -> boo
             }
         }
         let Some(s) = conn.as_mut() else { return false };
-        if s.write_all(&t.request).await.is_ok() {
+        if s.write_all(request).await.is_ok() {
             if let Ok(status) = read_response(s, buf).await {
                 return status == 200;
             }
@@ -178,9 +212,17 @@ async fn run_load(args: &[String]) {
     let start = Instant::now() + Duration::from_millis(50);
     let end = start + Duration::from_secs_f64(secs);
     let next = Arc::new(AtomicUsize::new(0));
+    // Which key the next request uses, shared by all connections: a strict round-robin.
+    let turn = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..conns {
-        let (t, stats, next, mode) = (t.clone(), stats.clone(), next.clone(), mode.clone());
+        let (t, stats, next, turn, mode) = (
+            t.clone(),
+            stats.clone(),
+            next.clone(),
+            turn.clone(),
+            mode.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             let mut conn: Option<TcpStream> = None;
             let mut buf = Vec::with_capacity(64 * 1024);
@@ -218,7 +260,11 @@ async fn run_load(args: &[String]) {
                         now
                     }
                 };
-                if one(&mut conn, &mut buf, &t).await {
+                let request = match t.requests.len() {
+                    1 => &t.requests[0],
+                    n => &t.requests[turn.fetch_add(1, Ordering::Relaxed) % n],
+                };
+                if one(&mut conn, &mut buf, &t.host, request).await {
                     local.push(began.elapsed().as_micros() as u64);
                 } else {
                     stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -246,6 +292,8 @@ async fn run_load(args: &[String]) {
         .map(|l| l.clone())
         .unwrap_or_default();
     l.sort_unstable();
+    // Every request that ended, well or not: what the proxy's CPU time is divided by.
+    let errors = stats.errors.load(Ordering::Relaxed);
     let pct = |p: f64| {
         if l.is_empty() {
             0
@@ -254,10 +302,11 @@ async fn run_load(args: &[String]) {
         }
     };
     println!(
-        "{{\"mode\":\"{mode}\",\"path\":\"{}\",\"ok\":{},\"errors\":{},\"rps\":{:.1},\"p50_us\":{},\"p99_us\":{},\"max_us\":{}}}",
+        "{{\"mode\":\"{mode}\",\"path\":\"{}\",\"ok\":{},\"errors\":{},\"requests\":{},\"rps\":{:.1},\"p50_us\":{},\"p99_us\":{},\"max_us\":{}}}",
         t.path,
         l.len(),
-        stats.errors.load(Ordering::Relaxed),
+        errors,
+        l.len() as u64 + errors,
         l.len() as f64 / elapsed.as_secs_f64(),
         pct(0.5),
         pct(0.99),

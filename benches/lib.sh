@@ -1,0 +1,231 @@
+# shellcheck shell=bash
+# The setup that benches/load.sh and benches/growth.sh share (sourced, never run): tools, the
+# fakes, nginx, Tollgate on a generated config with a funded account, the proxy's CPU time, and
+# the load generator (ours, or oha with LOADGEN=oha). Written once so both measure the same way.
+# Loopback only; everything started here is stopped on exit.
+
+# The binaries of `cargo build` honour CARGO_TARGET_DIR; so do we.
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+BENCH=$TARGET_DIR/release/tollgate-bench
+TOLLGATE=$TARGET_DIR/release/tollgate
+LOADGEN=${LOADGEN:-bench}
+OHA_VERSION=${OHA_VERSION:-1.16.0}
+ADMIN_TOKEN=bench-admin-token-0123456789abcdef
+CLK_TCK=$(getconf CLK_TCK)
+# shellcheck disable=SC2034 # the ports, used by the scripts that source this
+FAKE=127.0.0.1:19100 NGX=127.0.0.1:19101 TG1=127.0.0.1:19102 TG2=127.0.0.1:19103 TOOLS=127.0.0.1:19104 ANTH=127.0.0.1:19105
+
+need() { command -v "$1" >/dev/null 2>&1; }
+
+# nginx (the floor) and cmake (a build dependency) from Debian, then the two binaries.
+bench_setup() {
+  if ! need nginx || ! need cmake; then
+    apt-get update -qq
+    if ! apt-get install -y -qq nginx-light cmake >/dev/null 2>&1; then
+      apt-get install -y -qq nginx cmake >/dev/null
+    fi
+  fi
+  NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+  cargo build --release -p tollgate --bin tollgate -p tollgate-testkit --bin tollgate-bench 2>&1 | tail -1
+  [ "$LOADGEN" = oha ] && ensure_oha
+  work=$(mktemp -d)
+  pids=()
+  trap bench_cleanup EXIT
+}
+
+bench_cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  # Bounded wait until they have gone (Tollgate's graceful shutdown takes about 2 s).
+  for _ in $(seq 1 50); do
+    local alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
+  if [ -f "$work/nginx.pid" ]; then kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; fi
+  if [ -n "${PGDB:-}" ]; then
+    psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $PGDB WITH (FORCE)" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+}
+
+# oha is not in Debian: built once from crates.io into the target dir, pinned so its flags and
+# JSON stay the ones parsed below.
+ensure_oha() {
+  OHA=$(command -v oha || echo "$TARGET_DIR/oha/bin/oha")
+  if [ ! -x "$OHA" ]; then
+    echo "building oha $OHA_VERSION (once) into $TARGET_DIR/oha ..." >&2
+    cargo install oha --version "$OHA_VERSION" --locked --root "$TARGET_DIR/oha" >&2
+    OHA=$TARGET_DIR/oha/bin/oha
+  fi
+}
+
+start_fakes() { # words delay_ms: the chat fake's reply length (chunks when streamed) and pace
+  "$BENCH" fake --listen "$FAKE" --words "$1" --delay-ms "$2" 2>/dev/null & pids+=($!)
+  "$BENCH" tools --listen "$TOOLS" 2>/dev/null & pids+=($!)
+  "$BENCH" anthropic --listen "$ANTH" 2>/dev/null & pids+=($!)
+}
+
+start_nginx() {
+  # Bodies up to the growth run's 1 MB, buffered in memory as Tollgate does (nginx's default
+  # 16 KB buffer would spill them to temporary files, timing the disk rather than the proxy).
+  cat > "$work/nginx.conf" <<NGINX
+worker_processes 2;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_max_body_size 8m;
+  client_body_buffer_size 2m;
+  upstream fake { server $FAKE; keepalive 128; }
+  server {
+    listen $NGX;
+    location / {
+      proxy_pass http://fake;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+NGINX
+  "$NGINX" -c "$work/nginx.conf" -p "$work" 2>/dev/null
+}
+
+# Starts Tollgate (sets NAME_pid) and makes its bench account (NAME_key): limited by a business
+# limit too high to reach, still checked and counted on every request, and funded.
+start_tollgate() { # name listen database_url redis_url
+  local name=$1 listen=$2 db=$3 redis=$4
+  cat > "$work/$name.toml" <<TOML
+[server]
+listen = "$listen"
+metrics_listen = ""
+threads = 2
+# Pingora keeps listening through the grace period after SIGTERM: short, so the ports are free
+# for the next run when this one's exit trap returns.
+graceful_shutdown_secs = 1
+[storage]
+database_url = "$db"
+redis_url = "$redis"
+redis_prefix = "bench$$"
+[[providers]]
+name = "fake"
+endpoints = ["http://$FAKE"]
+[[models]]
+id = "bench"
+provider = "fake"
+tier = "economy"
+input_credits_per_1k = 0.15
+output_credits_per_1k = 0.6
+[[providers]]
+name = "claude"
+kind = "anthropic"
+endpoints = ["http://$ANTH"]
+api_key_env = "TOLLGATE_BENCH_ANTHROPIC_KEY"
+[[models]]
+id = "bench-claude"
+provider = "claude"
+tier = "normal"
+input_credits_per_1k = 0.8
+output_credits_per_1k = 4
+[mcp]
+allow_private_upstreams = true
+TOML
+  TOLLGATE_BENCH_ANTHROPIC_KEY=sk-ant-bench TOLLGATE_ADMIN_TOKEN=$ADMIN_TOKEN TOLLGATE_LOG=warn "$TOLLGATE" serve --config "$work/$name.toml" 2>"$work/$name.log" &
+  pids+=($!)
+  eval "${name}_pid=$!"
+  for _ in $(seq 1 100); do
+    curl -sf "http://$listen/readyz" 2>/dev/null | grep -q '"ledger":true' && break
+    sleep 0.1
+  done
+  local signup uid key
+  signup=$(curl -sf "http://$listen/api/v1/auth/signup" -d "{\"email\":\"$name-$$@example.com\",\"password\":\"benchmark1\"}")
+  uid=$(echo "$signup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["user_id"])')
+  key=$(echo "$signup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["api_key"])')
+  curl -sf -X PUT "http://$listen/api/v1/admin/accounts/$uid/plan" -H "Authorization: Bearer $ADMIN_TOKEN" -d '{"plan":"business","requests_per_hour":1000000000}' >/dev/null
+  curl -sf "http://$listen/api/v1/admin/accounts/$uid/credits" -H "Authorization: Bearer $ADMIN_TOKEN" -d '{"delta":100000000,"reason":"bench"}' >/dev/null
+  eval "${name}_key=$key"
+}
+
+# The processes that are the proxy under test: nginx's workers (its master serves no request),
+# Tollgate's one process (its threads are counted in it); none for direct.
+proxy_pids() { # target name
+  case $1 in
+    nginx) ps -o pid= --ppid "$(cat "$work/nginx.pid")" | tr '\n' ' ' ;;
+    tollgate-sqlite) echo "${tg_sqlite_pid:-}" ;;
+    tollgate-postgres-redis) echo "${tg_pg_pid:-}" ;;
+  esac
+}
+
+rss_of() { # target name: KB resident, summed over its processes
+  local p; p=$(proxy_pids "$1")
+  if [ -z "$p" ]; then echo 0; return; fi
+  # shellcheck disable=SC2086 # one pid a word
+  ps -o rss= -p "$(echo $p | tr ' ' ',')" | awk '{s+=$1} END {print s+0}'
+}
+
+# utime + stime (clock ticks) of the target's processes, from /proc/PID/stat: fields 14 and 15,
+# counted after the ")" that ends the command name (which may hold spaces).
+cpu_ticks() { # target name
+  local total=0 p f
+  for p in $(proxy_pids "$1"); do
+    f=$(sed 's/^.*) //' "/proc/$p/stat" 2>/dev/null) || continue
+    # shellcheck disable=SC2086 # the fields, split
+    set -- $f
+    total=$((total + ${12} + ${13}))
+  done
+  echo "$total"
+}
+
+# Runs a load command and prints its JSON line with `cpu_us`: the CPU time the proxy used
+# while it ran (0 for direct). Divided by the run's requests, it is the CPU cost of one.
+measure() { # target command...
+  local name=$1 before after out; shift
+  before=$(cpu_ticks "$name")
+  out=$("$@")
+  after=$(cpu_ticks "$name")
+  echo "${out%\}},\"cpu_us\":$(((after - before) * 1000000 / CLK_TCK))}"
+}
+
+# One rate or max run as one JSON line in tollgate-bench's shape: by tollgate-bench, or with
+# LOADGEN=oha by oha (given the very bytes tollgate-bench would send: `tollgate-bench body`).
+loadgen() { # rate|max URL SECS CONNS RPS [tollgate-bench load options: --header, --model, ...]
+  local mode=$1 url=$2 secs=$3 conns=$4 rps=$5; shift 5
+  if [ "$LOADGEN" != oha ]; then
+    "$BENCH" load --url "$url" --mode "$mode" --secs "$secs" --conns "$conns" --rps "$rps" "$@"
+    return
+  fi
+  local headers=() shape=() pace=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --header) headers+=(-H "$2"); shift 2 ;;
+      *) shape+=("$1"); shift ;;
+    esac
+  done
+  # A file, not -d: a command-line argument is limited to 128 KB.
+  "$BENCH" body "${shape[@]}" > "$work/oha-body"
+  # Open loop with latency counted from each request's scheduled time, as ours does.
+  [ "$mode" = rate ] && pace=(-q "$rps" --latency-correction)
+  # -w: requests still running at the deadline finish and count (the proxy did their work),
+  # as with ours. OHA_ARGS adds flags, e.g. --worker-threads 1.
+  # shellcheck disable=SC2086 # OHA_ARGS is words
+  "$OHA" --no-tui --output-format json -z "${secs}s" -w -c "$conns" "${pace[@]}" -m POST \
+    -T application/json "${headers[@]}" -D "$work/oha-body" ${OHA_ARGS:-} "$url" | python3 -c '
+import json, sys
+mode, url = sys.argv[1], sys.argv[2]
+j = json.load(sys.stdin)
+codes = {str(k): v for k, v in j.get("statusCodeDistribution", {}).items()}
+ok = codes.get("200", 0)
+# Non-200 answers and failed requests are errors (none is cut off by the deadline with -w).
+errors = sum(v for k, v in codes.items() if k != "200")
+errors += sum(v for k, v in j.get("errorDistribution", {}).items() if "deadline" not in k)
+p = j.get("latencyPercentiles", {})
+us = lambda s: int(round((s or 0) * 1e6))
+secs = j["summary"].get("total") or 1
+path = "/" + url.split("/", 3)[3] if url.count("/") >= 3 else "/"
+print(json.dumps({"mode": mode, "path": path, "ok": ok, "errors": errors, "requests": ok + errors,
+    "rps": round(ok / secs, 1), "p50_us": us(p.get("p50")), "p99_us": us(p.get("p99")),
+    "max_us": us(j["summary"].get("slowest"))}, separators=(",", ":")))
+' "$mode" "$url"
+}
