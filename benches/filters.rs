@@ -82,6 +82,22 @@ fn bench_validate(c: &mut Criterion) {
             black_box(upstream_body(&req, "gpt-4o-mini-2024-07-18", Some(256)))
         })
     });
+    // A long conversation (about 100 KB): the part of the cost that grows with the body.
+    let turns: Vec<_> = (0..200)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            json!({"role": role, "content": "Lorem ipsum dolor sit amet, consectetur. ".repeat(12)})
+        })
+        .collect();
+    let long =
+        serde_json::to_vec(&json!({"model": "gpt-4o-mini", "stream": true, "messages": turns}))
+            .unwrap();
+    c.bench_function("validate_and_rewrite_request_100k", |b| {
+        b.iter(|| {
+            let req = parse_chat_request(black_box(&long)).unwrap();
+            black_box(upstream_body(&req, "gpt-4o-mini-2024-07-18", Some(256)))
+        })
+    });
 }
 
 fn catalog(n: usize) -> Catalog {

@@ -114,7 +114,7 @@ fn bench_requests(c: &mut Criterion) {
     g.bench_function("anthropic_to_openai", |b| {
         b.iter(|| {
             let r = parse_messages_request(black_box(&anthropic)).unwrap();
-            black_box(upstream_body(&r.chat, "up", Some(256)))
+            black_box(upstream_body(&r.chat().unwrap(), "up", Some(256)))
         })
     });
     g.finish();

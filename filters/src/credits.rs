@@ -5,6 +5,8 @@
 //! totals are rounded up once per request, never per token, so a request is never charged more
 //! than a thousandth of a micro-credit above its exact price.
 
+use crate::openai::raw;
+use crate::openai::request::ChatRequest;
 use crate::Usage;
 
 pub const MICROS_PER_CREDIT: i64 = 1_000_000;
@@ -147,20 +149,21 @@ pub const IMAGE_PART_TOKENS: u64 = 1_500;
 /// averages about 4, CJK about 3; `tools`, `response_format` and the JSON around them count
 /// too), except that an image part counts [`IMAGE_PART_TOKENS`] instead of its URL's bytes (a
 /// base64 data URL is far longer than the image costs). Settlement uses the real count.
-pub fn estimate_prompt_tokens(
-    body: &serde_json::Map<String, serde_json::Value>,
-    body_bytes: usize,
-) -> u64 {
+pub fn estimate_prompt_tokens(req: &ChatRequest<'_>, body_bytes: usize) -> u64 {
     let (mut images, mut image_bytes) = (0u64, 0usize);
-    let messages = body.get("messages").and_then(serde_json::Value::as_array);
-    for m in messages.into_iter().flatten() {
-        let parts = m.get("content").and_then(serde_json::Value::as_array);
-        for p in parts.into_iter().flatten() {
-            if p.get("type").and_then(serde_json::Value::as_str) == Some("image_url") {
-                images += 1;
-                let url = &p["image_url"]["url"];
-                image_bytes += url.as_str().map_or(0, str::len);
-            }
+    // Only array contents can hold images; string contents are not looked into.
+    let parts = req
+        .messages
+        .iter()
+        .filter_map(|m| m.content.filter(|c| raw::kind(c) == raw::Kind::Array))
+        .filter_map(raw::array);
+    for p in parts.flatten().filter_map(raw::object) {
+        if raw::get(&p, "type").and_then(raw::as_str).as_deref() == Some("image_url") {
+            images += 1;
+            let url = raw::get(&p, "image_url")
+                .and_then(raw::object)
+                .and_then(|i| raw::get(&i, "url").and_then(raw::as_str).map(|u| u.len()));
+            image_bytes += url.unwrap_or(0);
         }
     }
     let text = body_bytes.saturating_sub(image_bytes) as u64;
@@ -253,8 +256,9 @@ mod tests {
     }
 
     fn estimate(body: serde_json::Value) -> u64 {
-        let bytes = serde_json::to_vec(&body).unwrap().len();
-        estimate_prompt_tokens(body.as_object().unwrap(), bytes)
+        let bytes = serde_json::to_vec(&body).unwrap();
+        let req = crate::openai::request::parse_chat_request(&bytes).unwrap();
+        estimate_prompt_tokens(&req, bytes.len())
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //!   reset time as the `X-RateLimit-Reset-Requests` header writes it.
 //! - [`openai`]: the OpenAI chat-completions wire format:
 //!   - [`openai::request`] checks a chat-completions body against SPEC.md's request table and
-//!     rewrites it for an upstream (model name, `stream_options`, `max_tokens`);
+//!     rewrites it for an upstream (model name, `stream_options`, `max_tokens`), reading the
+//!     body in place through [`openai::raw`] (no JSON tree) and splicing the rewrite;
 //!   - [`openai::stream`] rewrites an upstream SSE stream per event for the client (model name,
 //!     usage chunk kept or stripped, final chunk shape) and captures usage;
 //!   - [`openai::completion`] does the same for a whole reply; both copy bytes through one

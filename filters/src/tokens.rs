@@ -57,6 +57,12 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
+/// [`count_prompt`] of the `messages` member as sent (JSON text): the fallback count runs
+/// off the proxy thread, which takes an owned copy of that text rather than the request.
+pub fn count_prompt_json(messages: &str) -> u64 {
+    serde_json::from_str::<Value>(messages).map_or(0, |m| count_prompt(&m))
+}
+
 /// Tokens of a chat prompt, following OpenAI's published accounting for chat models:
 /// 3 tokens of framing per message, the role and the content, and 3 tokens priming the reply.
 pub fn count_prompt(messages: &Value) -> u64 {

@@ -27,7 +27,7 @@ use crate::upstream::provider;
 pub struct Forward<'a> {
     pub shared: &'a Shared,
     pub rt: &'a Runtime,
-    pub req: &'a ChatRequest,
+    pub req: &'a ChatRequest<'a>,
     /// The body as an Anthropic client sent it (`/v1/messages`); `None` for OpenAI clients.
     pub anthropic: Option<&'a Map<String, Value>>,
     /// Catalog indices of the models to try, in order.
@@ -164,7 +164,7 @@ pub async fn run(
 }
 
 /// The client's `max_tokens`, or the model's most, capped at the model's most.
-fn model_max(req: &ChatRequest, model: &ModelSpec) -> u64 {
+fn model_max(req: &ChatRequest<'_>, model: &ModelSpec) -> u64 {
     req.max_tokens
         .unwrap_or(model.max_output_tokens)
         .min(model.max_output_tokens)

@@ -62,15 +62,18 @@ async fn pipeline(
     .await?;
     // An Anthropic client's request is validated as Anthropic does, and carried both as sent
     // (for Anthropic providers) and translated (for everything the pipeline reads).
-    let (req, anthropic) = match ctx.wire {
-        Wire::OpenAi => (parse_chat_request(&raw)?, None),
-        Wire::Anthropic => {
-            let m = parse_messages_request(&raw)?;
-            (m.chat, Some(m.original))
-        }
+    let messages = match ctx.wire {
+        Wire::OpenAi => None,
+        Wire::Anthropic => Some(parse_messages_request(&raw)?),
     };
-    drop(raw);
-    ctx.model_requested = Some(req.model.clone());
+    // The request borrows from the body it was parsed from (`raw`, or the Anthropic mirror),
+    // which this future keeps until the request is done: nothing is copied out of it.
+    let req = match &messages {
+        None => parse_chat_request(&raw)?,
+        Some(m) => m.chat()?,
+    };
+    let anthropic = messages.as_ref().map(|m| &m.original);
+    ctx.model_requested = Some(req.model.to_string());
 
     let now = crate::clock::now_secs();
     let catalog = &rt.config.catalog;
@@ -110,7 +113,7 @@ async fn pipeline(
         .pools
         .get(&first.provider)
         .map(|p| p.provider.kind.wire());
-    match (&anthropic, first_kind) {
+    match (anthropic, first_kind) {
         (None, Some(ProviderKind::Anthropic)) => check_translatable(&req)?,
         (Some(original), Some(ProviderKind::OpenAi)) => check_openai_translatable(original)?,
         _ => {}
@@ -127,7 +130,7 @@ async fn pipeline(
         shared,
         rt: &rt,
         req: &req,
-        anthropic: anthropic.as_ref(),
+        anthropic,
         candidates: &candidates,
         budget,
     };
@@ -141,7 +144,7 @@ async fn hold(
     ctx: &mut RequestCtx,
     key: &KeyAuth,
     first: &ModelSpec,
-    req: &ChatRequest,
+    req: &ChatRequest<'_>,
 ) -> Result<Budget, GatewayError> {
     let meter = shared.meter()?;
     let ask = HoldRequest {
@@ -150,7 +153,7 @@ async fn hold(
         key_id: &key.key_id,
         max_tokens: req.max_tokens,
         choices: req.n,
-        body: &req.body,
+        body: req,
         body_bytes: req.raw_len,
     };
     match metering::hold(&meter, &ask, first).await? {

@@ -248,10 +248,10 @@ async fn finish(mut r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut 
         Some(u) => u,
         None => {
             ctx.usage_counted = true;
-            let messages = a.req.body.get("messages").cloned();
+            let messages = a.req.get("messages").map(|m| m.get().to_owned());
             let text = r.rewriter.delivered_text().to_owned();
             off_thread(a.shared, move || Usage {
-                prompt_tokens: messages.as_ref().map_or(0, tokens::count_prompt),
+                prompt_tokens: messages.as_deref().map_or(0, tokens::count_prompt_json),
                 completion_tokens: tokens::count_text(&text),
                 ..Usage::default()
             })

@@ -45,6 +45,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate_filters::credits::{self, size_hold, HoldSize};
+use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::ModelSpec;
 use tollgate_filters::Usage;
 
@@ -132,8 +133,8 @@ pub struct HoldRequest<'a> {
     pub max_tokens: Option<u64>,
     /// Completions asked for (`n`); each is held for `max_tokens`.
     pub choices: u64,
-    /// The request body and its size as received, for the prompt estimate.
-    pub body: &'a serde_json::Map<String, serde_json::Value>,
+    /// The request and its body's size as received, for the prompt estimate.
+    pub body: &'a ChatRequest<'a>,
     pub body_bytes: usize,
 }
 

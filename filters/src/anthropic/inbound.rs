@@ -15,10 +15,24 @@ use crate::GatewayError;
 /// A validated Messages request.
 #[derive(Debug, Clone)]
 pub struct MessagesRequest {
-    /// The same conversation as an OpenAI chat request.
-    pub chat: ChatRequest,
+    /// The same conversation as an OpenAI chat body, read through [`MessagesRequest::chat`].
+    pub chat_body: Vec<u8>,
     /// The Anthropic body as received.
     pub original: Map<String, Value>,
+    /// Size of the body as received.
+    pub raw_len: usize,
+}
+
+impl MessagesRequest {
+    /// The OpenAI mirror as a chat request borrowing from [`Self::chat_body`] (a request
+    /// cannot own the bytes it borrows from, so it is parsed where it is used).
+    pub fn chat(&self) -> Result<ChatRequest<'_>, GatewayError> {
+        let mut chat = parse_chat_request(&self.chat_body)?;
+        // An Anthropic client gets its usage in message_delta, never as an OpenAI usage chunk.
+        chat.client_wants_usage = false;
+        chat.raw_len = self.raw_len;
+        Ok(chat)
+    }
 }
 
 const MAX_MODEL_BYTES: usize = 256;
@@ -27,18 +41,19 @@ fn bad(field: &str, what: &str) -> GatewayError {
     GatewayError::invalid(format!("{field}: {what}"))
 }
 
-/// Parses and validates a `POST /v1/messages` body.
+/// Parses and validates a `POST /v1/messages` body. The mirror is validated as any chat
+/// request is when [`MessagesRequest::chat`] reads it.
 pub fn parse_messages_request(raw: &[u8]) -> Result<MessagesRequest, GatewayError> {
     let original = parse_object(raw)?;
     validate(&original)?;
     let body = openai_body(&original);
-    let bytes = serde_json::to_vec(&Value::Object(body))
+    let chat_body = serde_json::to_vec(&Value::Object(body))
         .map_err(|e| GatewayError::internal(e.to_string()))?;
-    let mut chat = parse_chat_request(&bytes)?;
-    // An Anthropic client gets its usage in message_delta, never as an OpenAI usage chunk.
-    chat.client_wants_usage = false;
-    chat.raw_len = raw.len();
-    Ok(MessagesRequest { chat, original })
+    Ok(MessagesRequest {
+        chat_body,
+        original,
+        raw_len: raw.len(),
+    })
 }
 
 /// The body for an Anthropic provider: the client's, with the model and `max_tokens` the

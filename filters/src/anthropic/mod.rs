@@ -12,6 +12,7 @@
 //!
 //! The mappings shared by all of them (stop reasons, usage, SSE framing) live here.
 
+mod blocks;
 pub mod completion;
 pub mod error;
 mod events;

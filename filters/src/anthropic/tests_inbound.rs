@@ -8,8 +8,11 @@ use super::request::{
 };
 use crate::ErrorKind;
 
+/// The request, its OpenAI mirror validated as the pipeline validates it.
 fn parse(v: &Value) -> Result<MessagesRequest, crate::GatewayError> {
-    parse_messages_request(&serde_json::to_vec(v).unwrap())
+    let m = parse_messages_request(&serde_json::to_vec(v).unwrap())?;
+    m.chat()?;
+    Ok(m)
 }
 
 fn base() -> Value {
@@ -18,7 +21,7 @@ fn base() -> Value {
 }
 
 fn chat_body(v: &Value) -> Value {
-    Value::Object(parse(v).unwrap().chat.body)
+    serde_json::from_slice(&parse(v).unwrap().chat_body).unwrap()
 }
 
 #[test]
@@ -32,12 +35,13 @@ fn a_text_request_mirrors_into_openai_form() {
     v["metadata"] = json!({"user_id":"u-1"});
     let raw = serde_json::to_vec(&v).unwrap();
     let r = parse_messages_request(&raw).unwrap();
-    assert_eq!(r.chat.model, "claude-sonnet-4-5");
-    assert_eq!(r.chat.max_tokens, Some(1024));
-    assert!(!r.chat.stream && !r.chat.client_wants_usage);
-    assert_eq!(r.chat.raw_len, raw.len());
+    let chat = r.chat().unwrap();
+    assert_eq!(chat.model, "claude-sonnet-4-5");
+    assert_eq!(chat.max_tokens, Some(1024));
+    assert!(!chat.stream && !chat.client_wants_usage);
+    assert_eq!(chat.raw_len, raw.len());
     assert_eq!(Value::Object(r.original.clone()), v);
-    let b = Value::Object(r.chat.body);
+    let b: Value = serde_json::from_slice(&r.chat_body).unwrap();
     assert_eq!(
         b["messages"],
         json!([{"role":"system","content":"You are terse.\n\nAnswer in French."},
@@ -69,12 +73,13 @@ fn a_streamed_tool_conversation_mirrors_into_openai_form() {
             {"type":"tool_result","tool_use_id":"toolu_01","content":[{"type":"text","text":"15C"},{"type":"text","text":"foggy"}]}]}
     ]});
     let r = parse(&v).unwrap();
-    assert!(r.chat.stream);
+    let chat = r.chat().unwrap();
+    assert!(chat.stream);
     assert!(
-        !r.chat.client_wants_usage,
+        !chat.client_wants_usage,
         "the usage chunk is the gateway's, not the client's"
     );
-    let b = Value::Object(r.chat.body);
+    let b: Value = serde_json::from_slice(&r.chat_body).unwrap();
     assert_eq!(b["stream_options"], json!({"include_usage":true}));
     assert_eq!(
         b["messages"],

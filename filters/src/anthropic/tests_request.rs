@@ -6,8 +6,11 @@ use super::request::{check_translatable, openai_to_messages};
 use crate::openai::request::{parse_chat_request, ChatRequest};
 use crate::ErrorKind;
 
-fn chat(v: Value) -> ChatRequest {
-    parse_chat_request(&serde_json::to_vec(&v).unwrap()).unwrap()
+/// A request borrows its body; a test's bodies are small and leaked so that it can be
+/// returned alone.
+fn chat(v: Value) -> ChatRequest<'static> {
+    let raw = Box::leak(serde_json::to_vec(&v).unwrap().into_boxed_slice());
+    parse_chat_request(raw).unwrap()
 }
 
 fn translate(v: Value) -> Value {
@@ -246,8 +249,8 @@ fn top_p_gives_way_to_temperature_and_a_neutral_one_is_dropped() {
         for (k, v) in extra.as_object().unwrap() {
             body[k] = v.clone();
         }
-        let req = crate::openai::request::parse_chat_request(&serde_json::to_vec(&body).unwrap())
-            .unwrap();
+        let raw = serde_json::to_vec(&body).unwrap();
+        let req = crate::openai::request::parse_chat_request(&raw).unwrap();
         let out = super::request::openai_to_messages(&req, "up", 10).unwrap();
         serde_json::from_slice::<serde_json::Value>(&out).unwrap()
     };
@@ -270,7 +273,8 @@ fn tools_other_than_functions_and_openai_only_options_are_refused() {
         let mut body =
             serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
         body[field] = value;
-        let req = crate::openai::request::parse_chat_request(&serde_json::to_vec(&body).unwrap());
+        let raw = serde_json::to_vec(&body).unwrap();
+        let req = crate::openai::request::parse_chat_request(&raw);
         let Ok(req) = req else { continue };
         let e = super::request::check_translatable(&req).unwrap_err();
         assert!(e.message.starts_with(field), "{}", e.message);

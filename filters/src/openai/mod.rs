@@ -4,9 +4,15 @@
 //! - [`request`]: validation against SPEC.md's request table and the upstream body.
 //! - [`stream`]: per-event rewriting of an SSE stream, and the chunks the gateway adds.
 //! - [`completion`]: the rewrite of a non-streaming reply.
-//! - `splice`: the byte-level member splicer both rewrites copy replies with.
+//! - `splice`: the byte-level member splicer the request and both reply rewrites copy with.
+//! - `tools`: the checks of `tools` and `tool_choice`.
+//! - [`raw`]: reading members and their parts in place, as `&RawValue` slices of the body.
 
 pub mod completion;
+pub mod raw;
 pub mod request;
 mod splice;
 pub mod stream;
+#[cfg(test)]
+mod tests_request;
+mod tools;
