@@ -117,6 +117,12 @@ fn bench_requests(c: &mut Criterion) {
             black_box(upstream_body(&r.chat().unwrap(), "up", Some(256)))
         })
     });
+    g.bench_function("anthropic_to_anthropic", |b| {
+        b.iter(|| {
+            let r = parse_messages_request(black_box(&anthropic)).unwrap();
+            black_box(r.passthrough_body("up", 256))
+        })
+    });
     g.finish();
 
     let completion = serde_json::to_vec(&json!({

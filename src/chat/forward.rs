@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use pingora::proxy::Session;
-use serde_json::{Map, Value};
+use tollgate_filters::anthropic::request::MessagesRequest;
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::ModelSpec;
 use tollgate_filters::ErrorKind;
@@ -29,7 +29,7 @@ pub struct Forward<'a> {
     pub rt: &'a Runtime,
     pub req: &'a ChatRequest<'a>,
     /// The body as an Anthropic client sent it (`/v1/messages`); `None` for OpenAI clients.
-    pub anthropic: Option<&'a Map<String, Value>>,
+    pub anthropic: Option<&'a MessagesRequest<'a>>,
     /// Catalog indices of the models to try, in order.
     pub candidates: &'a [usize],
     /// What the credit hold pays for; `None` (a guest): no bound but the model's.

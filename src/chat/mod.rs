@@ -16,9 +16,7 @@ pub mod tokenize;
 pub mod translate;
 
 use pingora::proxy::Session;
-use tollgate_filters::anthropic::request::{
-    check_openai_translatable, check_translatable, parse_messages_request,
-};
+use tollgate_filters::anthropic::request::{check_translatable, parse_messages_request};
 use tollgate_filters::credits::format_credits;
 use tollgate_filters::openai::request::{parse_chat_request, ChatRequest};
 use tollgate_filters::route::{ModelSpec, Target};
@@ -72,7 +70,7 @@ async fn pipeline(
         None => parse_chat_request(&raw)?,
         Some(m) => m.chat()?,
     };
-    let anthropic = messages.as_ref().map(|m| &m.original);
+    let anthropic = messages.as_ref();
     ctx.model_requested = Some(req.model.to_string());
 
     let now = crate::clock::now_secs();
@@ -115,7 +113,7 @@ async fn pipeline(
         .map(|p| p.provider.kind.wire());
     match (anthropic, first_kind) {
         (None, Some(ProviderKind::Anthropic)) => check_translatable(&req)?,
-        (Some(original), Some(ProviderKind::OpenAi)) => check_openai_translatable(original)?,
+        (Some(original), Some(ProviderKind::OpenAi)) => original.check_openai_translatable()?,
         _ => {}
     }
     let budget = match &caller {

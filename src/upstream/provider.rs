@@ -1,9 +1,8 @@
 //! The provider seam: what each provider kind means on the wire. The forwarding loop and the
 //! health check ask here for the path, the headers and the body format.
 
-use serde_json::{Map, Value};
 use tollgate_filters::anthropic::request::{
-    check_openai_translatable, check_translatable, openai_to_messages, passthrough_body,
+    check_translatable, openai_to_messages, MessagesRequest,
 };
 use tollgate_filters::openai::request::{upstream_body, ChatRequest};
 use tollgate_filters::GatewayError;
@@ -50,13 +49,13 @@ pub fn fixed_headers(p: &Provider) -> &'static [(&'static str, &'static str)] {
 pub fn chat_body(
     p: &Provider,
     req: &ChatRequest,
-    anthropic: Option<&Map<String, Value>>,
+    anthropic: Option<&MessagesRequest<'_>>,
     upstream_model: &str,
     max_tokens: u64,
 ) -> Result<Vec<u8>, GatewayError> {
     match (p.kind.wire(), anthropic) {
         (ProviderKind::OpenAi | ProviderKind::Demo, Some(original)) => {
-            check_openai_translatable(original)?;
+            original.check_openai_translatable()?;
             Ok(upstream_body(req, upstream_model, Some(max_tokens)))
         }
         (ProviderKind::OpenAi | ProviderKind::Demo, None) => {
@@ -65,16 +64,12 @@ pub fn chat_body(
         (ProviderKind::Anthropic, Some(original)) => {
             // Extended thinking needs max_tokens above its budget; a hold that lowered it
             // that far cannot buy this request from this model.
-            let budget = original
-                .get("thinking")
-                .and_then(|t| t.get("budget_tokens"))
-                .and_then(Value::as_u64);
-            if budget.is_some_and(|b| b >= max_tokens) {
+            if original.thinking_budget().is_some_and(|b| b >= max_tokens) {
                 return Err(GatewayError::invalid(
                     "max_tokens: the credit hold cannot pay for the thinking budget",
                 ));
             }
-            Ok(passthrough_body(original, upstream_model, max_tokens))
+            Ok(original.passthrough_body(upstream_model, max_tokens))
         }
         (ProviderKind::Anthropic, None) => {
             // The first candidate was checked before the hold; a later one is checked here.

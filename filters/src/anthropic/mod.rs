@@ -4,7 +4,7 @@
 //!
 //! - [`request`]: an OpenAI chat request checked and translated into a Messages body; the
 //!   inbound Messages request validated and mirrored into OpenAI form (from `inbound.rs` and
-//!   `mirror.rs`).
+//!   `mirror.rs`, checked in `validate.rs`).
 //! - [`completion`]: whole replies both ways (Message → chat.completion, and back).
 //! - [`stream`]: the three [`crate::stream::StreamTranslator`]s: Anthropic → OpenAI,
 //!   Anthropic → Anthropic and OpenAI → Anthropic (the last two in their own files).
@@ -22,6 +22,7 @@ mod mirror;
 mod passthrough;
 pub mod request;
 pub mod stream;
+mod validate;
 
 #[cfg(test)]
 mod tests_completion;

@@ -6,7 +6,7 @@
 //! equivalent is refused rather than dropped, so a client never gets a reply that silently
 //! ignored what it asked for; neutral values of those fields are accepted.
 //!
-//! The inbound Messages API ([`parse_messages_request`], [`passthrough_body`],
+//! The inbound Messages API ([`parse_messages_request`], [`MessagesRequest`],
 //! [`count_tokens_messages`]) lives in `inbound.rs` and is re-exported here.
 
 use serde_json::value::RawValue;
@@ -15,10 +15,7 @@ use super::blocks::{
     assistant_blocks, no_equivalent, text_blocks, user_blocks, Block, Body, Choice, Empty,
     Metadata, Schema, System, Tool, ToolContent, Turn,
 };
-pub use super::inbound::{
-    check_openai_translatable, count_tokens_messages, parse_messages_request, passthrough_body,
-    MessagesRequest,
-};
+pub use super::inbound::{count_tokens_messages, parse_messages_request, MessagesRequest};
 use crate::openai::raw::{self, Kind};
 use crate::openai::request::{ChatRequest, Message};
 use crate::GatewayError;

@@ -2,15 +2,16 @@
 
 use serde_json::{json, Value};
 
-use super::request::{
-    check_openai_translatable, count_tokens_messages, parse_messages_request, passthrough_body,
-    MessagesRequest,
-};
+use super::request::{count_tokens_messages, parse_messages_request, MessagesRequest};
 use crate::ErrorKind;
 
+fn body(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap()
+}
+
 /// The request, its OpenAI mirror validated as the pipeline validates it.
-fn parse(v: &Value) -> Result<MessagesRequest, crate::GatewayError> {
-    let m = parse_messages_request(&serde_json::to_vec(v).unwrap())?;
+fn parse(raw: &[u8]) -> Result<MessagesRequest<'_>, crate::GatewayError> {
+    let m = parse_messages_request(raw)?;
     m.chat()?;
     Ok(m)
 }
@@ -21,7 +22,7 @@ fn base() -> Value {
 }
 
 fn chat_body(v: &Value) -> Value {
-    serde_json::from_slice(&parse(v).unwrap().chat_body).unwrap()
+    serde_json::from_slice(&parse(&body(v)).unwrap().chat_body).unwrap()
 }
 
 #[test]
@@ -40,7 +41,9 @@ fn a_text_request_mirrors_into_openai_form() {
     assert_eq!(chat.max_tokens, Some(1024));
     assert!(!chat.stream && !chat.client_wants_usage);
     assert_eq!(chat.raw_len, raw.len());
-    assert_eq!(Value::Object(r.original.clone()), v);
+    let same: Value =
+        serde_json::from_slice(&r.passthrough_body("claude-sonnet-4-5", 1024)).unwrap();
+    assert_eq!(same, v);
     let b: Value = serde_json::from_slice(&r.chat_body).unwrap();
     assert_eq!(
         b["messages"],
@@ -72,7 +75,8 @@ fn a_streamed_tool_conversation_mirrors_into_openai_form() {
             {"type":"text","text":"Thanks"},
             {"type":"tool_result","tool_use_id":"toolu_01","content":[{"type":"text","text":"15C"},{"type":"text","text":"foggy"}]}]}
     ]});
-    let r = parse(&v).unwrap();
+    let raw = body(&v);
+    let r = parse(&raw).unwrap();
     let chat = r.chat().unwrap();
     assert!(chat.stream);
     assert!(
@@ -100,7 +104,7 @@ fn a_streamed_tool_conversation_mirrors_into_openai_form() {
     );
     assert_eq!(b["tool_choice"], "required");
     assert_eq!(b["parallel_tool_calls"], false);
-    assert!(check_openai_translatable(&r.original).is_ok());
+    assert!(r.check_openai_translatable().is_ok());
 }
 
 #[test]
@@ -127,7 +131,8 @@ fn each_bad_input_is_refused_by_name() {
     let bad = |edit: &dyn Fn(&mut Value), field: &str| {
         let mut v = base();
         edit(&mut v);
-        let e = parse(&v)
+        let raw = body(&v);
+        let e = parse(&raw)
             .err()
             .unwrap_or_else(|| panic!("{field} accepted: {v}"));
         assert_eq!(e.kind, ErrorKind::InvalidRequest);
@@ -229,21 +234,24 @@ fn passthrough_body_keeps_what_anthropic_understands() {
         "messages":[{"role":"user","content":[
             {"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"}},
             {"type":"text","text":"Summarize","cache_control":{"type":"ephemeral"}}]}]});
-    let r = parse(&v).unwrap();
-    let out: Value =
-        serde_json::from_slice(&passthrough_body(&r.original, "claude-up-1", 1000)).unwrap();
+    let raw = body(&v);
+    let r = parse(&raw).unwrap();
+    let out: Value = serde_json::from_slice(&r.passthrough_body("claude-up-1", 1000)).unwrap();
     let mut expected = v.clone();
     expected["model"] = json!("claude-up-1");
     expected["max_tokens"] = json!(1000);
     assert_eq!(out, expected);
     // The document block has no OpenAI form.
-    let e = check_openai_translatable(&r.original).unwrap_err();
+    let e = r.check_openai_translatable().unwrap_err();
     assert!(
         e.message.starts_with("messages[0].content[0].type:"),
         "{}",
         e.message
     );
-    assert!(check_openai_translatable(&parse(&base()).unwrap().original).is_ok());
+    assert!(parse(&body(&base()))
+        .unwrap()
+        .check_openai_translatable()
+        .is_ok());
 }
 
 #[test]
@@ -296,4 +304,48 @@ fn server_tools_mcp_servers_and_long_cache_ttls_are_refused() {
     let ok = serde_json::json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": [
         {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral", "ttl": "5m"}}]}]});
     assert!(super::request::parse_messages_request(&serde_json::to_vec(&ok).unwrap()).is_ok());
+}
+
+#[test]
+fn the_passthrough_body_is_the_clients_bytes_with_two_members_set() {
+    // Order, spacing inside values and escapes survive; a repeated top-level key is written
+    // once, with the value validation read (the last), so the provider cannot read another.
+    let raw = br#"{"top_k":5, "model":"alias","messages":[{"role":"user","content":"caf\u00e9 \"x\""}],"max_tokens":10,"stream":false,"stream":true}"#;
+    let r = parse(raw).unwrap();
+    assert!(r.chat().unwrap().stream);
+    let out = String::from_utf8(r.passthrough_body("claude-up-1", 7)).unwrap();
+    assert_eq!(
+        out,
+        r#"{"top_k":5,"model":"claude-up-1","messages":[{"role":"user","content":"caf\u00e9 \"x\""}],"max_tokens":7,"stream":true}"#
+    );
+    assert_eq!(r.thinking_budget(), None);
+}
+
+#[test]
+fn a_long_cache_ttl_is_found_however_the_key_is_written() {
+    // The quick scan for the key's name must not miss a key spelled with escapes.
+    let raw = br#"{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"text","text":"a","cache\u005fcontrol":{"type":"ephemeral","ttl":"1h"}}]}]}"#;
+    let e = parse_messages_request(raw).err().unwrap();
+    assert!(
+        e.message
+            .starts_with("body.messages[0].content[0].cache_control.ttl:"),
+        "{}",
+        e.message
+    );
+    // A mention in a text is no cache_control: the walk finds nothing and the request passes.
+    let raw = br#"{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"what is cache_control?"}]}"#;
+    assert!(parse(raw).is_ok());
+}
+
+#[test]
+fn a_body_of_many_members_is_validated_and_passed_through() {
+    let mut v = base();
+    for i in 0..5000 {
+        v[format!("x{i}")] = json!(i);
+    }
+    let raw = body(&v);
+    let r = parse(&raw).unwrap();
+    let out: Value = serde_json::from_slice(&r.passthrough_body("up", 5)).unwrap();
+    assert_eq!(out.as_object().unwrap().len(), 5003);
+    assert_eq!(out["x4999"], 4999);
 }
