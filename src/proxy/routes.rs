@@ -16,16 +16,15 @@ use crate::{accounts, admin, billing, chat, dashboard, mcp, messages, upstream};
 use Access::{Admin, KeyOrSession, Open};
 
 /// `Some(id)` when `path` matches `pattern` (the `{id}` segment's value, or "" without one).
+/// A pattern holds at most one `{id}` (a test checks the table), which matches one non-empty
+/// segment. Compared as whole strings, not segment by segment: every request walks the table,
+/// and `/mcp` sits at its end.
 fn matches<'p>(pattern: &str, path: &'p str) -> Option<&'p str> {
-    let mut id = "";
-    let mut want = pattern.split('/');
-    let mut got = path.split('/');
-    loop {
-        match (want.next(), got.next()) {
-            (None, None) => return Some(id),
-            (Some("{id}"), Some(seg)) if !seg.is_empty() => id = seg,
-            (Some(w), Some(g)) if w == g => {}
-            _ => return None,
+    match pattern.split_once("{id}") {
+        None => (pattern == path).then_some(""),
+        Some((before, after)) => {
+            let id = path.strip_prefix(before)?.strip_suffix(after)?;
+            (!id.is_empty() && !id.contains('/')).then_some(id)
         }
     }
 }
@@ -207,6 +206,22 @@ mod tests {
             find("PUT", "/api/v1/usage"),
             Lookup::WrongMethod(Access::KeyOrSession)
         ));
+    }
+
+    #[test]
+    fn a_pattern_holds_at_most_one_id_and_it_is_one_whole_segment() {
+        for r in ROUTES {
+            assert!(r.path.matches("{id}").count() <= 1, "{}", r.path);
+            if let Some((before, after)) = r.path.split_once("{id}") {
+                assert!(before.ends_with('/') && (after.is_empty() || after.starts_with('/')));
+            }
+        }
+        assert_eq!(matches("/mcp/{id}", "/mcp/tools"), Some("tools"));
+        assert_eq!(matches("/mcp/{id}", "/mcp/a/b"), None);
+        assert_eq!(matches("/mcp/{id}", "/mcp/"), None);
+        assert_eq!(matches("/a/{id}/b", "/a/x/b"), Some("x"));
+        assert_eq!(matches("/a/{id}/b", "/a//b"), None);
+        assert_eq!(matches("/mcp", "/mcp/"), None);
     }
 
     #[test]
