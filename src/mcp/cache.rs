@@ -5,6 +5,7 @@
 //! Agents' sessions are not kept at all: the `/mcp` endpoint issues none.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,11 @@ use crate::ledger::mcp::Service;
 
 /// How long the live-service list is served from memory.
 pub const LIVE_TTL: Duration = Duration::from_secs(2);
+
+/// How long a tool server's resolved address is reused. Without it every call waited for a
+/// DNS lookup on tokio's blocking pool (the system resolver caches nothing); an address that
+/// moves is picked up within this time, as a load balancer's DNS refresh would.
+pub const RESOLVED_TTL: Duration = Duration::from_secs(10);
 
 /// The gateway's session with one upstream tool server.
 #[derive(Debug, Clone)]
@@ -26,6 +32,8 @@ pub struct UpstreamSession {
 pub struct McpCache {
     live: Mutex<Option<(Instant, Arc<Vec<Service>>)>>,
     sessions: Mutex<HashMap<String, UpstreamSession>>,
+    /// `host:port` → the address it resolved to, and when.
+    resolved: Mutex<HashMap<String, (Instant, SocketAddr)>>,
 }
 
 impl McpCache {
@@ -64,9 +72,42 @@ impl McpCache {
         }
     }
 
+    /// The address `host_port` resolved to less than [`RESOLVED_TTL`] ago.
+    pub fn resolved(&self, host_port: &str) -> Option<SocketAddr> {
+        let g = self.resolved.lock().ok()?;
+        g.get(host_port)
+            .filter(|(at, _)| at.elapsed() < RESOLVED_TTL)
+            .map(|(_, a)| *a)
+    }
+
+    pub fn set_resolved(&self, host_port: &str, addr: SocketAddr) {
+        if let Ok(mut g) = self.resolved.lock() {
+            // Bounded as the sessions are: a marketplace's hosts are few.
+            if g.len() > 10_000 {
+                g.clear();
+            }
+            g.insert(host_port.to_owned(), (Instant::now(), addr));
+        }
+    }
+
     pub fn drop_session(&self, url: &str) {
         if let Ok(mut g) = self.sessions.lock() {
             g.remove(url);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resolved_address_is_reused_per_host_and_port() {
+        let c = McpCache::default();
+        let a: SocketAddr = "127.0.0.1:9000".parse().unwrap();
+        assert_eq!(c.resolved("tools.example:9000"), None);
+        c.set_resolved("tools.example:9000", a);
+        assert_eq!(c.resolved("tools.example:9000"), Some(a));
+        assert_eq!(c.resolved("tools.example:9001"), None);
     }
 }

@@ -66,15 +66,24 @@ impl<'a> Upstream<'a> {
         let rt = shared.runtime.load();
         let mcp = &rt.config.mcp;
         let deadline = Instant::now() + timeout;
-        let lookup = tokio::net::lookup_host((parsed.host.clone(), parsed.port));
-        let mut addrs = match tokio::time::timeout(timeout, lookup).await {
-            Ok(Ok(a)) => a,
-            Ok(Err(e)) => return Err(fail(format!("its host does not resolve ({e})"))),
-            Err(_) => return Err(fail("its host did not resolve in time")),
+        let host_port = format!("{}:{}", parsed.host, parsed.port);
+        let addr = match shared.mcp.resolved(&host_port) {
+            Some(a) => a,
+            None => {
+                let lookup = tokio::net::lookup_host((parsed.host.clone(), parsed.port));
+                let mut addrs = match tokio::time::timeout(timeout, lookup).await {
+                    Ok(Ok(a)) => a,
+                    Ok(Err(e)) => return Err(fail(format!("its host does not resolve ({e})"))),
+                    Err(_) => return Err(fail("its host did not resolve in time")),
+                };
+                let a = addrs
+                    .next()
+                    .ok_or_else(|| fail("its host has no address"))?;
+                shared.mcp.set_resolved(&host_port, a);
+                a
+            }
         };
-        let addr = addrs
-            .next()
-            .ok_or_else(|| fail("its host has no address"))?;
+        // Checked on every call, cached or not: the rule may have been reloaded since.
         if !mcp.allow_private_upstreams {
             if let Some(why) = private_reason(addr.ip()) {
                 return Err(fail(format!(
