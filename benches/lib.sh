@@ -13,7 +13,7 @@ OHA_VERSION=${OHA_VERSION:-1.16.0}
 ADMIN_TOKEN=bench-admin-token-0123456789abcdef
 CLK_TCK=$(getconf CLK_TCK)
 # shellcheck disable=SC2034 # the ports, used by the scripts that source this
-FAKE=127.0.0.1:19100 NGX=127.0.0.1:19101 TG1=127.0.0.1:19102 TG2=127.0.0.1:19103 TOOLS=127.0.0.1:19104 ANTH=127.0.0.1:19105
+FAKE=127.0.0.1:19100 NGX=127.0.0.1:19101 TG1=127.0.0.1:19102 TG2=127.0.0.1:19103 TOOLS=127.0.0.1:19104 ANTH=127.0.0.1:19105 NGX_TOOLS=127.0.0.1:19106
 
 need() { command -v "$1" >/dev/null 2>&1; }
 
@@ -79,10 +79,21 @@ http {
   client_max_body_size 8m;
   client_body_buffer_size 2m;
   upstream fake { server $FAKE; keepalive 128; }
+  upstream tools { server $TOOLS; keepalive 128; }
   server {
     listen $NGX;
     location / {
       proxy_pass http://fake;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+  # The floor for one hop in front of the fake tool server (load.sh's tools/call table).
+  server {
+    listen $NGX_TOOLS;
+    location / {
+      proxy_pass http://tools;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_buffering off;

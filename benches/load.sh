@@ -10,7 +10,8 @@
 #   (e) the proxy's CPU time per request in (b): utime + stime of its processes (nginx's
 #       workers) from /proc over the requests that run completed
 # and prints one table with the ratios to nginx and to direct; then MCP tools/call, direct to a
-# fast fake tool server vs through Tollgate on SQLite (billed: hold, charge, developer share),
+# fast fake tool server vs nginx in front of it (the floor for one hop) vs through Tollgate on
+# SQLite (billed: hold, charge, developer share),
 # (a) and (b) again, in a second table; then the same for a chat completion through an
 # Anthropic-kind provider (translated both ways) vs a Messages call direct to the same fake, in a
 # third. Loopback only; bounded.
@@ -57,7 +58,7 @@ curl -sf "http://$TG1/api/v1/mcp/services" -H "Authorization: Bearer $tg_sqlite_
   -d "{\"slug\":\"bench-tools\",\"upstream_url\":\"http://$TOOLS/mcp\",\"default_credits\":1}" >/dev/null
 curl -sf -X POST "http://$TG1/api/v1/admin/mcp/services/bench-tools/approve" -H "$ADMIN" >/dev/null
 tools="$work/tools.jsonl"
-for t in "direct|http://$TOOLS/mcp|echo|" "tollgate-sqlite|http://$TG1/mcp|bench-tools__echo|$tg_sqlite_key"; do
+for t in "direct|http://$TOOLS/mcp|echo|" "nginx|http://$NGX_TOOLS/mcp|echo|" "tollgate-sqlite|http://$TG1/mcp|bench-tools__echo|$tg_sqlite_key"; do
   IFS='|' read -r name url tool key <<<"$t"
   auth=()
   [ -n "$key" ] && auth=(--header "Authorization: Bearer $key")
@@ -116,12 +117,13 @@ tools = [json.loads(l) for l in open(sys.argv[2])]
 td = tools[0]
 chat_added = by["tollgate-sqlite"]["rate"]["p50_us"] - d["rate"]["p50_us"]
 print()
-print("| tools/call | p50 µs @1k rps | p99 µs | added p50 (× the chat path's added p50) | max rps @64 conns (× direct) | CPU µs/req | errors |")
+tn = next((r for r in tools if r["name"] == "nginx"), td)
+print("| tools/call | p50 µs @1k rps | p99 µs | added p50 (× the chat path's added p50) | max rps @64 conns (× direct, × nginx) | CPU µs/req | errors |")
 print("|---|---|---|---|---|---|---|")
 for r in tools:
     a50 = r["rate"]["p50_us"] - td["rate"]["p50_us"]
-    x = f"{a50} ({a50 / chat_added:.2f}×)" if r is not td and chat_added > 0 else str(a50)
-    rps = f'{r["max"]["rps"]:.0f} ({r["max"]["rps"] / td["max"]["rps"]:.2f}×)'
+    x = f"{a50} ({a50 / chat_added:.2f}×)" if r["name"].startswith("tollgate") and chat_added > 0 else str(a50)
+    rps = f'{r["max"]["rps"]:.0f} ({r["max"]["rps"] / td["max"]["rps"]:.2f}×, {r["max"]["rps"] / tn["max"]["rps"]:.2f}×)'
     print(f'| {r["name"]} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x} | {rps} | {cpu(r)} | {r["rate"]["errors"] + r["max"]["errors"]} |')
 print()
 print("targets: tools/call max rps ≥ 0.5× direct, added p50 ≤ 2× the chat path's")

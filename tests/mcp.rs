@@ -437,6 +437,32 @@ async fn calls_are_charged_exactly_and_developers_paid_their_share() {
 }
 
 #[tokio::test]
+async fn a_tools_result_reaches_the_agent_byte_for_byte() {
+    // The result is the tool server's: passed on as sent (spacing, escapes, key order, a number
+    // no f64 holds), from a JSON reply and from an event stream alike.
+    let gw = gateway(MCP_OPEN).await;
+    for tools in [FakeToolServer::start().await, FakeToolServer::sse().await] {
+        let slug = uniq("verbatim");
+        live_service(&gw, &slug, &tools.url(), 1).await;
+        tools.set_mode(ToolMode::Verbatim);
+        let before = gw.balance(&gw.key).await;
+        let call = json!({"jsonrpc": "2.0", "id": "q-1", "method": "tools/call",
+            "params": {"name": format!("{slug}__echo"), "arguments": {"text": "x"}}});
+        let r = api(&gw, "POST", "/mcp", &gw.key, &call).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(
+            r.text(),
+            format!(r#"{{"jsonrpc":"2.0","id":"q-1","result":{VERBATIM_RESULT}}}"#)
+        );
+        assert_eq!(
+            before - gw.balance(&gw.key).await,
+            1_000_000,
+            "a result with content is a success, charged"
+        );
+    }
+}
+
+#[tokio::test]
 async fn every_failed_call_is_free() {
     let gw = gateway(MCP_OPEN).await;
     let tools = FakeToolServer::start().await;

@@ -5,7 +5,10 @@
 
 use std::net::IpAddr;
 
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
+
+use crate::openai::raw;
 
 /// Protocol versions the agent endpoint speaks, newest first.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -102,9 +105,17 @@ impl RpcError {
     }
 }
 
-/// A JSON-RPC result.
-pub fn result_json(id: &Value, result: &Value) -> Vec<u8> {
-    body(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+/// A JSON-RPC result around a result's JSON text, which is copied as it is (a tool's result
+/// can be large, and is the tool server's to shape: it is passed on, not rebuilt).
+pub fn result_json(id: &Value, result: &RawValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(result.get().len() + 48);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    // Writing a Value into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, id);
+    out.extend_from_slice(br#","result":"#);
+    out.extend_from_slice(result.get().as_bytes());
+    out.push(b'}');
+    out
 }
 
 fn body(v: &Value) -> Vec<u8> {
@@ -185,11 +196,12 @@ pub fn checked_tools(result: &Value) -> Result<Vec<Value>, String> {
 
 /// Whether a `tools/call` result is a success worth its price: an object with a `content`
 /// array and no `isError: true`. `Err` is why not.
-pub fn call_succeeded(result: &Value) -> Result<(), &'static str> {
-    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+pub fn call_succeeded(result: &RawValue) -> Result<(), &'static str> {
+    let members = raw::object(result).unwrap_or_default();
+    if raw::get(&members, "isError").and_then(raw::as_bool) == Some(true) {
         return Err("the tool reported an error (isError)");
     }
-    if !result.get("content").is_some_and(Value::is_array) {
+    if raw::get(&members, "content").map(raw::kind) != Some(raw::Kind::Array) {
         return Err("the result has no content array");
     }
     Ok(())
@@ -312,9 +324,19 @@ mod tests {
         assert!(checked_tools(&json!({"tools":[{"name":"a b","inputSchema":{}}]})).is_err());
         assert!(checked_tools(&json!({"tools":[{"name":"a"}]})).is_err());
         assert!(checked_tools(&json!({})).is_err());
-        assert!(call_succeeded(&json!({"content":[{"type":"text","text":"x"}]})).is_ok());
-        assert!(call_succeeded(&json!({"content":[],"isError":true})).is_err());
-        assert!(call_succeeded(&json!({"structured":1})).is_err());
+        let judged = |s: &str| call_succeeded(&serde_json::from_str::<Box<RawValue>>(s).unwrap());
+        assert!(judged(r#"{"content":[{"type":"text","text":"x"}]}"#).is_ok());
+        assert!(judged(r#"{"content":[],"isError":true}"#).is_err());
+        assert!(judged(r#"{"content":[],"isError":false}"#).is_ok());
+        assert!(judged(r#"{"structured":1}"#).is_err());
+        assert!(judged(r#"{"content":{}}"#).is_err());
+        assert!(judged("null").is_err());
+        // The result is copied as sent, the id written as JSON.
+        let r = serde_json::from_str::<Box<RawValue>>(r#"{"content": [ ], "x":1e400}"#).unwrap();
+        assert_eq!(
+            result_json(&json!("a\"b"), &r),
+            br#"{"jsonrpc":"2.0","id":"a\"b","result":{"content": [ ], "x":1e400}}"#
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use pingora::proxy::Session;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tollgate_filters::mcp::{
     call_succeeded, joined_name, negotiate, parse_message, result_json, Incoming, RpcError,
@@ -17,7 +18,7 @@ use tollgate_filters::mcp::{
 };
 use tollgate_filters::{ErrorKind, GatewayError};
 
-use super::upstream::Upstream;
+use super::upstream::{Reply, Upstream};
 use crate::ledger::mcp::Service;
 use crate::metering::tool::{self, ToolCall};
 use crate::metering::Hold;
@@ -73,13 +74,13 @@ pub async fn handle(
         None => services.iter().collect(),
     };
     let answer = match method.as_str() {
-        "initialize" => Ok(json!({
+        "initialize" => Ok(raw_json(&json!({
             "protocolVersion": negotiate(params.get("protocolVersion").and_then(Value::as_str)),
             "capabilities": {"tools": {"listChanged": false}},
             "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
-        })),
-        "ping" => Ok(json!({})),
-        "tools/list" => Ok(json!({"tools": list(&scope, slug.is_some())})),
+        }))),
+        "ping" => Ok(raw_json(&json!({}))),
+        "tools/list" => Ok(raw_json(&json!({"tools": list(&scope, slug.is_some())}))),
         "tools/call" => {
             let call = Call {
                 shared,
@@ -110,6 +111,16 @@ pub async fn handle(
     };
     respond::send(session, ctx, 200, "application/json", bytes, &[]).await;
     Ok(())
+}
+
+/// A result built here, as JSON text.
+fn raw_json(v: &Value) -> Box<RawValue> {
+    // A Value always serializes; `null` is the unreachable fallback.
+    serde_json::value::to_raw_value(v).unwrap_or_else(|_| null())
+}
+
+fn null() -> Box<RawValue> {
+    RawValue::from_string("null".to_owned()).unwrap_or_default()
 }
 
 /// The live services, from this instance's short cache or the ledger.
@@ -144,7 +155,7 @@ async fn forward(
     s: &Service,
     method: &str,
     params: Value,
-) -> Result<Value, RpcError> {
+) -> Result<Box<RawValue>, RpcError> {
     let timeout = shared.runtime.load().config.mcp.call_timeout;
     let up_err = |why: String| {
         RpcError::new(
@@ -160,9 +171,10 @@ async fn forward(
     passthrough(reply)
 }
 
-/// An upstream response as ours: its result, or its error with its own code and message.
-fn passthrough(reply: Value) -> Result<Value, RpcError> {
-    if let Some(e) = reply.get("error") {
+/// An upstream response as ours: its result as sent, or its error with its own code and
+/// message.
+fn passthrough(reply: Reply) -> Result<Box<RawValue>, RpcError> {
+    if let Some(e) = reply.error() {
         let mut err = RpcError::new(
             Value::Null,
             e["code"].as_i64().unwrap_or(INTERNAL_ERROR),
@@ -171,7 +183,7 @@ fn passthrough(reply: Value) -> Result<Value, RpcError> {
         err.data = e.get("data").cloned();
         return Err(err);
     }
-    Ok(reply.get("result").cloned().unwrap_or(Value::Null))
+    Ok(reply.result().map_or_else(null, ToOwned::to_owned))
 }
 
 /// One `tools/call`.
@@ -191,7 +203,7 @@ impl Call<'_> {
         caller: &Caller,
         scope: &[&Service],
         own_names: bool,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Box<RawValue>, RpcError> {
         let err = |code, msg: String| RpcError::new(self.id.clone(), code, msg);
         let Some(name) = self.params.get("name").and_then(Value::as_str) else {
             return Err(err(

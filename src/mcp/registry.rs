@@ -54,7 +54,8 @@ pub async fn live_check(shared: &Shared, url: &str) -> Result<Value, GatewayErro
     let reply = up
         .request("tools/list", json!({}))
         .await
-        .map_err(|f| failed(f.0))?;
+        .map_err(|f| failed(f.0))?
+        .value();
     if let Some(e) = reply.get("error") {
         let msg = e["message"].as_str().unwrap_or("an error");
         return Err(failed(format!(

@@ -10,11 +10,13 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use pingora::http::RequestHeader;
 use pingora::upstreams::peer::HttpPeer;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tollgate_filters::mcp::{private_reason, PROTOCOL_VERSIONS};
+use tollgate_filters::openai::raw::{self, ObjectError};
 use tollgate_filters::sse::SseDecoder;
 
 use super::cache::UpstreamSession;
@@ -52,7 +54,56 @@ struct Answer {
     status: u16,
     session: Option<String>,
     /// The JSON-RPC response to the request (absent for a notification's 202).
-    message: Option<Value>,
+    message: Option<Reply>,
+}
+
+/// A JSON-RPC response as the tool server sent it: its bytes, checked to be an object with
+/// `result` or `error`. The result is read in place and passed on as sent (a tool's result can
+/// be large; building a tree of it only to write it out again cost more than the call's
+/// bookkeeping).
+pub struct Reply(Bytes);
+
+impl Reply {
+    /// `Err(())`: not JSON at all; `Ok(None)`: JSON, but no response (no `result` and no
+    /// `error`).
+    fn read(bytes: Bytes) -> Result<Option<Reply>, ()> {
+        let response = match raw::parse_object(&bytes) {
+            Err(ObjectError::Malformed(_)) => return Err(()),
+            Err(ObjectError::NotAnObject) => false,
+            Ok(m) => raw::get(&m, "result").is_some() || raw::get(&m, "error").is_some(),
+        };
+        Ok(response.then_some(Reply(bytes)))
+    }
+
+    /// The `id`, as a tree (compared with the request's).
+    fn id(&self) -> Option<Value> {
+        serde_json::from_str(self.member("id")?.get()).ok()
+    }
+
+    fn member(&self, name: &str) -> Option<&RawValue> {
+        raw::get(&raw::parse_object(&self.0).ok()?, name)
+    }
+
+    /// `jsonrpc` is `"2.0"`.
+    fn versioned(&self) -> bool {
+        self.member("jsonrpc").and_then(raw::as_str).as_deref() == Some("2.0")
+    }
+
+    /// The `result` as sent.
+    pub fn result(&self) -> Option<&RawValue> {
+        self.member("result")
+    }
+
+    /// The `error`, when there is one (`null` included: it is no result).
+    pub fn error(&self) -> Option<Value> {
+        let e = self.member("error")?;
+        Some(serde_json::from_str(e.get()).unwrap_or_default())
+    }
+
+    /// The response as a tree, for the callers that read into it (initialize, the live check).
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.0).unwrap_or_default()
+    }
 }
 
 impl<'a> Upstream<'a> {
@@ -108,7 +159,7 @@ impl<'a> Upstream<'a> {
 
     /// Sends one JSON-RPC request (initialising a session first when there is none) and
     /// returns its response object (`result` or `error`).
-    pub async fn request(&self, method: &str, params: Value) -> Result<Value, Failure> {
+    pub async fn request(&self, method: &str, params: Value) -> Result<Reply, Failure> {
         let mut session = match self.shared.mcp.session(&self.key) {
             Some(s) => s,
             None => self.initialize().await?,
@@ -142,7 +193,8 @@ impl<'a> Upstream<'a> {
             id: None,
             version: PROTOCOL_VERSIONS[0].to_owned(),
         };
-        let session = match (a.status, &a.message) {
+        let message = a.message.as_ref().map(Reply::value);
+        let session = match (a.status, &message) {
             (200..=299, Some(m)) if m.get("result").is_some() => UpstreamSession {
                 id: a.session,
                 version: m["result"]["protocolVersion"]
@@ -242,10 +294,10 @@ impl<'a> Upstream<'a> {
                         // The response to our id ends what we need of the stream; notifications
                         // and server requests on the way are not ours to answer.
                         found = events.drain(..).find_map(|e| {
-                            let v: Value = serde_json::from_str(&e.data).ok()?;
-                            (v.get("id") == want_id.as_ref()
-                                && (v.get("result").is_some() || v.get("error").is_some()))
-                            .then_some(v)
+                            Reply::read(Bytes::from(e.data))
+                                .ok()
+                                .flatten()
+                                .filter(|r| r.id() == want_id)
                         });
                         if found.is_some() {
                             break;
@@ -262,14 +314,11 @@ impl<'a> Upstream<'a> {
         } else if buf.is_empty() || !(200..300).contains(&status) {
             None
         } else {
-            let v: Value =
-                serde_json::from_slice(&buf).map_err(|_| fail("sent a reply that is not JSON"))?;
-            if v.get("jsonrpc").and_then(Value::as_str) != Some("2.0")
-                || !(v.get("result").is_some() || v.get("error").is_some())
-            {
-                return Err(fail("sent a reply that is not a JSON-RPC response"));
+            match Reply::read(buf.freeze()) {
+                Err(()) => return Err(fail("sent a reply that is not JSON")),
+                Ok(Some(r)) if r.versioned() => Some(r),
+                Ok(_) => return Err(fail("sent a reply that is not a JSON-RPC response")),
             }
-            Some(v)
         };
         if !sse && message.is_some() {
             up.release(connector, &peer, Some(Duration::from_secs(30)));

@@ -41,7 +41,7 @@ pub use gateway::{
     FAST_TIMEOUTS,
 };
 pub use http::{get, parse_response, post_json, raw_request, request, Response};
-pub use mcp::{FakeToolServer, ToolMode};
+pub use mcp::{FakeToolServer, ToolMode, VERBATIM_RESULT};
 pub use openai::{user, FakeOpenAi, FakeOpenAiBuilder, Mode, Recorded};
 pub use redis::PrivateRedis;
 pub use services::{database_url, python_with, redis_url, services_required, skip};

@@ -26,7 +26,13 @@ pub enum ToolMode {
     IsError,
     /// `tools/call` answers a 6 MB result.
     Huge,
+    /// `tools/call` answers [`VERBATIM_RESULT`], written by hand (spacing, escapes, a number
+    /// beyond f64), which a gateway passing results on must deliver byte for byte.
+    Verbatim,
 }
+
+/// The result text of [`ToolMode::Verbatim`].
+pub const VERBATIM_RESULT: &str = r#"{"content": [ {"type":"text","text":"caf\u00e9 \"q\""} ],"zeta":1e400, "alpha" : {"b":1,"a":2}}"#;
 
 struct State {
     mode: Mutex<ToolMode>,
@@ -125,7 +131,16 @@ async fn reply(
     sse: bool,
     session: Option<&str>,
 ) -> std::io::Result<()> {
-    let text = body.to_string();
+    reply_text(sock, status, body.to_string(), sse, session).await
+}
+
+async fn reply_text(
+    sock: &mut TcpStream,
+    status: u16,
+    text: String,
+    sse: bool,
+    session: Option<&str>,
+) -> std::io::Result<()> {
     let (ctype, payload) = if sse {
         (
             "text/event-stream",
@@ -227,6 +242,12 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
                     ToolMode::Hang => {
                         tokio::time::sleep(Duration::from_secs(3600)).await;
                         return Ok(());
+                    }
+                    ToolMode::Verbatim => {
+                        let text =
+                            format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{VERBATIM_RESULT}}}"#);
+                        reply_text(&mut sock, 200, text, st.sse, None).await?;
+                        continue;
                     }
                     ToolMode::RpcError => error(-32602, "bad arguments for this tool"),
                     ToolMode::IsError => ok(
