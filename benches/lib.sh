@@ -17,9 +17,12 @@ FAKE=127.0.0.1:19100 NGX=127.0.0.1:19101 TG1=127.0.0.1:19102 TG2=127.0.0.1:19103
 
 need() { command -v "$1" >/dev/null 2>&1; }
 
-# nginx (the floor) and cmake (a build dependency) from Debian, then the two binaries.
-bench_setup() {
-  if ! need nginx || ! need cmake; then
+# nginx (the floor; not with `no-nginx`) and cmake (a build dependency) from Debian, then the
+# two binaries.
+bench_setup() { # [no-nginx]
+  if [ "${1:-}" = no-nginx ]; then
+    need cmake || { apt-get update -qq && apt-get install -y -qq cmake >/dev/null; }
+  elif ! need nginx || ! need cmake; then
     apt-get update -qq
     if ! apt-get install -y -qq nginx-light cmake >/dev/null 2>&1; then
       apt-get install -y -qq nginx cmake >/dev/null

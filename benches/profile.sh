@@ -8,38 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-10}
 command -v perf >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq linux-perf >/dev/null; }
-cargo build --release -p tollgate --bin tollgate -p tollgate-testkit --bin tollgate-bench 2>&1 | tail -1
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-BENCH=target/release/tollgate-bench FAKE=127.0.0.1:19200 TG=127.0.0.1:19201
-"$BENCH" fake --listen "$FAKE" --words 50 --delay-ms 10 2>/dev/null & pids+=($!)
-cat > "$work/tg.toml" <<TOML
-[server]
-listen = "$TG"
-metrics_listen = ""
-threads = 2
-[storage]
-database_url = "sqlite://$work/ledger.db"
-[[providers]]
-name = "fake"
-endpoints = ["http://$FAKE"]
-[[models]]
-id = "bench"
-provider = "fake"
-tier = "economy"
-input_credits_per_1k = 0.15
-output_credits_per_1k = 0.6
-TOML
-TOLLGATE_ADMIN_TOKEN=bench-admin-token-0123456789abcdef TOLLGATE_LOG=warn target/release/tollgate serve --config "$work/tg.toml" 2>"$work/tg.log" &
-tg=$!; pids+=($tg)
-for _ in $(seq 1 100); do curl -sf "http://$TG/readyz" 2>/dev/null | grep -q '"ledger":true' && break; sleep 0.1; done
-signup=$(curl -sf "http://$TG/api/v1/auth/signup" -d '{"email":"profile@example.com","password":"benchmark1"}')
-uid=$(echo "$signup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["user_id"])')
-key=$(echo "$signup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["api_key"])')
-curl -sf -X PUT "http://$TG/api/v1/admin/accounts/$uid/plan" -H 'Authorization: Bearer bench-admin-token-0123456789abcdef' -d '{"plan":"business","requests_per_hour":1000000000}' >/dev/null
-curl -sf "http://$TG/api/v1/admin/accounts/$uid/credits" -H 'Authorization: Bearer bench-admin-token-0123456789abcdef' -d '{"delta":100000000,"reason":"bench"}' >/dev/null
+# The same setup as load.sh (benches/lib.sh).
+# shellcheck source=benches/lib.sh
+. benches/lib.sh
+bench_setup no-nginx
+start_fakes 50 10
+start_tollgate tg_sqlite "$TG1" "sqlite://$work/ledger.db" ""
+tg=$tg_sqlite_pid key=$tg_sqlite_key TG=$TG1
 perf record -q -e cpu-clock -F 2999 -g -p "$tg" -o "$work/perf.data" -- sleep "$SECS" 2>/dev/null &
 rec=$!
 "$BENCH" load --url "http://$TG/v1/chat/completions" --mode max --secs "$SECS" --conns 64 --model bench --header "Authorization: Bearer $key"
