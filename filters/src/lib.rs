@@ -74,6 +74,17 @@ impl Usage {
         })
     }
 
+    /// [`Usage::to_json`] as JSON text, written directly (members in the order the tree writes
+    /// them).
+    pub fn json_text(self) -> String {
+        format!(
+            r#"{{"completion_tokens":{},"prompt_tokens":{},"total_tokens":{}}}"#,
+            self.completion_tokens,
+            self.prompt_tokens,
+            self.total()
+        )
+    }
+
     /// [`Usage::from_json`] over the raw text of the value, without building a tree.
     pub fn from_raw(raw: &str) -> Option<Usage> {
         #[derive(serde::Deserialize)]
@@ -103,6 +114,18 @@ impl Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_text_is_what_the_tree_writes() {
+        for (p, c) in [(0, 0), (12, 345), (u64::MAX, 7)] {
+            let u = Usage {
+                prompt_tokens: p,
+                completion_tokens: c,
+                ..Usage::default()
+            };
+            assert_eq!(u.json_text(), u.to_json().to_string());
+        }
+    }
 
     #[test]
     fn absurd_usage_counts_saturate_instead_of_overflowing() {

@@ -6,12 +6,12 @@
 
 use std::time::Duration;
 
-use pingora::http::RequestHeader;
 use pingora::upstreams::peer::HttpPeer;
 use serde_json::Value;
 
 use crate::config::{Billing, EndpointUrl};
 use crate::runtime::Shared;
+use crate::upstream::head::Request;
 use crate::upstream::wire;
 
 /// Stripe's answers are small; a longer one is not Stripe.
@@ -97,19 +97,18 @@ async fn exchange(
     peer.options.read_timeout = Some(billing.api_timeout);
     let full_path = format!("{}{path}", url.base_path);
     let body = form.unwrap_or("").as_bytes().to_vec();
-    let header = (|| -> pingora::Result<Box<RequestHeader>> {
-        let mut h = RequestHeader::build(method, full_path.as_bytes(), Some(8))?;
-        h.insert_header("Host", url.authority())?;
-        h.insert_header("Authorization", format!("Bearer {key}"))?;
-        h.insert_header("Content-Type", "application/x-www-form-urlencoded")?;
-        h.insert_header("Content-Length", body.len().to_string())?;
+    let request = (|| -> pingora::Result<Vec<u8>> {
+        let mut r = Request::new(method, &full_path)?
+            .header("Host", &url.authority())?
+            .header("Authorization", &format!("Bearer {key}"))?
+            .header("Content-Type", "application/x-www-form-urlencoded")?;
         if let Some(k) = idempotency_key {
-            h.insert_header("Idempotency-Key", k)?;
+            r = r.header("Idempotency-Key", k)?;
         }
-        Ok(Box::new(h))
+        Ok(r.body(&body))
     })()
     .map_err(|e| fail(format!("could not build the request ({e})")))?;
-    let mut up = wire::exchange(&shared.connector, &peer, &header, &body)
+    let mut up = wire::exchange(&shared.connector, &peer, &request)
         .await
         .map_err(|e| match e {
             wire::Failure::Connect(_) => fail("could not connect to Stripe"),

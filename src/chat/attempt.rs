@@ -6,7 +6,6 @@
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use pingora::http::RequestHeader;
 use pingora::proxy::Session;
 use pingora::upstreams::peer::HttpPeer;
 use tollgate_filters::openai::request::ChatRequest;
@@ -20,6 +19,7 @@ use crate::config::Timeouts;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::respond;
 use crate::runtime::Shared;
+use crate::upstream::head::Request;
 use crate::upstream::wire::{self, Response};
 use crate::upstream::{provider, Endpoint, Pool};
 
@@ -83,31 +83,29 @@ pub struct Attempt<'a> {
 }
 
 impl Attempt<'_> {
-    fn request_header(&self, request_id: &str) -> Result<Box<RequestHeader>, AttemptError> {
+    fn request(&self, request_id: &str) -> Result<Vec<u8>, AttemptError> {
         let d = &self.dest;
         let path = provider::chat_path(&d.pool.provider, &d.endpoint.url);
-        let build = || -> pingora::Result<Box<RequestHeader>> {
-            // No case map: upstreams get lower-case names (HTTP/2 style), one map fewer per request.
-            let mut h = RequestHeader::build_no_case("POST", path.as_bytes(), Some(8))?;
-            h.insert_header("Host", d.endpoint.url.authority())?;
-            h.insert_header("Content-Type", "application/json")?;
-            h.insert_header("Content-Length", self.body.len().to_string())?;
-            // Decompressing upstream replies would cost CPU on every byte; ask for none.
-            h.insert_header("Accept-Encoding", "identity")?;
-            let accept = if self.req.stream {
-                "text/event-stream"
-            } else {
-                "application/json"
-            };
-            h.insert_header("Accept", accept)?;
-            h.insert_header("X-Request-Id", request_id)?;
+        let accept = if self.req.stream {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
+        let build = || -> pingora::Result<Vec<u8>> {
+            let mut r = Request::new("POST", &path)?
+                .header("Host", &d.endpoint.url.authority())?
+                .header("Content-Type", "application/json")?
+                // Decompressing upstream replies would cost CPU on every byte; ask for none.
+                .header("Accept-Encoding", "identity")?
+                .header("Accept", accept)?
+                .header("X-Request-Id", request_id)?;
             if let Some((name, value)) = provider::auth_header(&d.pool.provider) {
-                h.insert_header(name, value)?;
+                r = r.header(name, &value)?;
             }
             for (name, value) in provider::fixed_headers(&d.pool.provider) {
-                h.insert_header(*name, *value)?;
+                r = r.header(name, value)?;
             }
-            Ok(Box::new(h))
+            Ok(r.body(&self.body))
         };
         build().map_err(|e| failover("request_build", e))
     }
@@ -115,9 +113,9 @@ impl Attempt<'_> {
     /// Opens (or reuses) a connection, sends the request and reads the response head (a
     /// stale pooled connection is retried on a new one inside `wire::exchange`).
     pub async fn send(&self, request_id: &str) -> Result<Response, AttemptError> {
-        let header = self.request_header(request_id)?;
+        let request = self.request(request_id)?;
         let connector = &self.shared.connector;
-        wire::exchange(connector, &self.dest.peer, &header, &self.body)
+        wire::exchange(connector, &self.dest.peer, &request)
             .await
             .map_err(|e| match e {
                 wire::Failure::Connect(e) => failover("connect", e),

@@ -11,7 +11,6 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use pingora::http::RequestHeader;
 use pingora::upstreams::peer::HttpPeer;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -22,6 +21,7 @@ use tollgate_filters::sse::SseDecoder;
 use super::cache::UpstreamSession;
 use crate::config::EndpointUrl;
 use crate::runtime::Shared;
+use crate::upstream::head::Request;
 use crate::upstream::wire;
 
 /// Why a tool server could not be used, in words a client may read.
@@ -246,23 +246,22 @@ impl<'a> Upstream<'a> {
         } else {
             self.url.base_path.as_str()
         };
-        let header = (|| -> pingora::Result<Box<RequestHeader>> {
-            let mut h = RequestHeader::build("POST", path.as_bytes(), Some(8))?;
-            h.insert_header("Host", self.url.authority())?;
-            h.insert_header("Content-Type", "application/json")?;
-            h.insert_header("Accept", "application/json, text/event-stream")?;
-            h.insert_header("Content-Length", body.len().to_string())?;
+        let request = (|| -> pingora::Result<Vec<u8>> {
+            let mut r = Request::new("POST", path)?
+                .header("Host", &self.url.authority())?
+                .header("Content-Type", "application/json")?
+                .header("Accept", "application/json, text/event-stream")?;
             if let Some(s) = session {
-                h.insert_header("MCP-Protocol-Version", s.version.as_str())?;
+                r = r.header("MCP-Protocol-Version", &s.version)?;
                 if let Some(id) = &s.id {
-                    h.insert_header("Mcp-Session-Id", id.as_str())?;
+                    r = r.header("Mcp-Session-Id", id)?;
                 }
             }
-            Ok(Box::new(h))
+            Ok(r.body(&body))
         })()
         .map_err(|e| fail(format!("could not be asked ({e})")))?;
         let connector = &self.shared.connector;
-        let mut up = wire::exchange(connector, &peer, &header, &body)
+        let mut up = wire::exchange(connector, &peer, &request)
             .await
             .map_err(|e| match e {
                 wire::Failure::Connect(_) => fail("could not be connected to"),

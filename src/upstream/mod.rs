@@ -5,6 +5,7 @@
 
 mod chunked;
 pub mod demo;
+pub mod head;
 pub mod health;
 pub mod pool;
 pub mod provider;

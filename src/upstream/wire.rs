@@ -18,8 +18,6 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use pingora::connectors::TransportConnector;
-use pingora::http::RequestHeader;
-use pingora::protocols::http::v1::client::http_req_header_to_wire;
 use pingora::protocols::Stream;
 use pingora::upstreams::peer::{HttpPeer, Peer};
 use pingora::{Error, ErrorType};
@@ -77,28 +75,24 @@ fn io_error(what: &'static str, e: std::io::Error) -> Box<Error> {
     Error::because(kind, what, e)
 }
 
-/// Sends `header` and `body` on a pooled connection to `peer` (a new one when none is idle)
-/// and reads the response head. A pooled connection the upstream closed while idle fails
+/// Sends `request` (written by [`super::head::Request`]) on a pooled connection to `peer` (a
+/// new one when none is idle) and reads the response head. A pooled connection the upstream closed while idle fails
 /// before any byte of a response arrives; that case is retried once on a new connection, as
 /// HTTP clients do, instead of being counted against the endpoint.
 pub async fn exchange(
     connector: &TransportConnector,
     peer: &HttpPeer,
-    header: &RequestHeader,
-    body: &[u8],
+    request: &[u8],
 ) -> Result<Response, Failure> {
-    let mut wire = http_req_header_to_wire(header)
-        .ok_or_else(|| Failure::Exchange(bad_reply("unwritable request head")))?;
-    wire.extend_from_slice(body);
     if let Some(stream) = connector.reused_stream(peer).await {
-        match send(stream, peer, &wire).await {
+        match send(stream, peer, request).await {
             Ok(r) => return Ok(r),
             Err((true, e)) => tracing::debug!("stale pooled connection, retrying fresh: {e}"),
             Err((false, e)) => return Err(Failure::Exchange(e)),
         }
     }
     let stream = connector.new_stream(peer).await.map_err(Failure::Connect)?;
-    send(stream, peer, &wire)
+    send(stream, peer, request)
         .await
         .map_err(|(_, e)| Failure::Exchange(e))
 }

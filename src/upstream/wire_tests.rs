@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::head::Request;
 use pingora::connectors::TransportConnector;
-use pingora::http::RequestHeader;
 use pingora::upstreams::peer::HttpPeer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -68,10 +68,11 @@ fn peer_of(p: &Peer) -> HttpPeer {
 }
 
 async fn call(c: &TransportConnector, p: &HttpPeer) -> Result<Response, super::wire::Failure> {
-    let mut h = RequestHeader::build("POST", b"/x", None).unwrap();
-    h.insert_header("Host", "test").unwrap();
-    h.insert_header("Content-Length", "2").unwrap();
-    exchange(c, p, &h, b"hi").await
+    let request = Request::new("POST", "/x")
+        .and_then(|r| r.header("Host", "test"))
+        .unwrap()
+        .body(b"hi");
+    exchange(c, p, &request).await
 }
 
 async fn body(r: &mut Response) -> pingora::Result<Vec<u8>> {

@@ -39,8 +39,14 @@ pub fn rewrite_completion(
         }
     };
 
-    let model_json = Value::String(model.into()).to_string();
-    let usage_json = usage.to_json().to_string();
+    // Serializing a string cannot fail.
+    let model_json = serde_json::to_string(model).unwrap_or_default();
+    // Written only when counted: most providers report their usage, and the reply keeps it.
+    let usage_json = if counted {
+        usage.json_text()
+    } else {
+        String::new()
+    };
     let mut set: Vec<(&str, &[u8])> = vec![
         ("model", model_json.as_bytes()),
         ("object", b"\"chat.completion\""),
