@@ -91,7 +91,12 @@ pub async fn exchange(
             Err((false, e)) => return Err(Failure::Exchange(e)),
         }
     }
-    let stream = connector.new_stream(peer).await.map_err(Failure::Connect)?;
+    // Boxed: connecting (TCP, TLS handshake) is an 8 KB future, and unboxed it would sit inside
+    // every request's future for the request's whole life, streams included, though it runs
+    // only when no pooled connection is idle.
+    let stream = Box::pin(connector.new_stream(peer))
+        .await
+        .map_err(Failure::Connect)?;
     send(stream, peer, request)
         .await
         .map_err(|(_, e)| Failure::Exchange(e))
