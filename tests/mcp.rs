@@ -475,6 +475,8 @@ async fn every_failed_call_is_free() {
         (ToolMode::RpcError, Some(-32602)),
         (ToolMode::IsError, None),
         (ToolMode::Huge, Some(-32003)),
+        (ToolMode::NotJson, Some(-32003)),
+        (ToolMode::NotRpc, Some(-32003)),
     ] {
         tools.set_mode(mode.clone());
         let v = rpc(
@@ -488,6 +490,16 @@ async fn every_failed_call_is_free() {
         match code {
             Some(c) => assert_eq!(v["error"]["code"], c, "{mode:?}: {v}"),
             None => assert_eq!(v["result"]["isError"], true, "{mode:?}: {v}"),
+        }
+        // A reply that is no response is named as such, in words.
+        let said = v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        match mode {
+            ToolMode::NotJson => assert!(said.contains("not JSON"), "{said}"),
+            ToolMode::NotRpc => assert!(said.contains("not a JSON-RPC response"), "{said}"),
+            _ => {}
         }
         assert_eq!(
             (gw.balance(&gw.key).await, gw.balance(&dev_key).await),
@@ -511,7 +523,7 @@ async fn every_failed_call_is_free() {
         .as_array()
         .unwrap()
         .clone();
-    assert_eq!(rows.len(), 6, "each failed call is recorded");
+    assert_eq!(rows.len(), 8, "each failed call is recorded");
     assert!(rows.iter().all(|r| r["credits"].as_f64() == Some(0.0)));
     // A broke caller is refused before the call.
     let (_poor, poor_key) = gw.signup(&unique_email()).await;

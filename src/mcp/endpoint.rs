@@ -183,7 +183,7 @@ fn passthrough(reply: Reply) -> Result<Box<RawValue>, RpcError> {
         err.data = e.get("data").cloned();
         return Err(err);
     }
-    Ok(reply.result().map_or_else(null, ToOwned::to_owned))
+    Ok(reply.into_result().unwrap_or_else(null))
 }
 
 /// One `tools/call`.

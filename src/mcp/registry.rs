@@ -54,16 +54,15 @@ pub async fn live_check(shared: &Shared, url: &str) -> Result<Value, GatewayErro
     let reply = up
         .request("tools/list", json!({}))
         .await
-        .map_err(|f| failed(f.0))?
-        .value();
-    if let Some(e) = reply.get("error") {
+        .map_err(|f| failed(f.0))?;
+    if let Some(e) = reply.error() {
         let msg = e["message"].as_str().unwrap_or("an error");
         return Err(failed(format!(
             "answered tools/list with a JSON-RPC error ({msg})"
         )));
     }
     let tools =
-        checked_tools(&reply["result"]).map_err(|why| failed(why.replacen("its ", "", 1)))?;
+        checked_tools(&reply.result_tree()).map_err(|why| failed(why.replacen("its ", "", 1)))?;
     Ok(Value::Array(tools))
 }
 

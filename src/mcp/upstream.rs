@@ -10,7 +10,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use pingora::upstreams::peer::HttpPeer;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -57,52 +57,61 @@ struct Answer {
     message: Option<Reply>,
 }
 
-/// A JSON-RPC response as the tool server sent it: its bytes, checked to be an object with
-/// `result` or `error`. The result is read in place and passed on as sent (a tool's result can
-/// be large; building a tree of it only to write it out again cost more than the call's
-/// bookkeeping).
-pub struct Reply(Bytes);
+/// A JSON-RPC response from a tool server, read once: its `result` kept as the server wrote it
+/// (a tool's result can be large, and is passed on as sent rather than built into a tree and
+/// written again), the rest decoded (small).
+pub struct Reply {
+    result: Option<Box<RawValue>>,
+    /// `null` included: an error member that is there is no result.
+    error: Option<Value>,
+    id: Option<Value>,
+    /// `jsonrpc` is `"2.0"`.
+    versioned: bool,
+}
 
 impl Reply {
     /// `Err(())`: not JSON at all; `Ok(None)`: JSON, but no response (no `result` and no
     /// `error`).
-    fn read(bytes: Bytes) -> Result<Option<Reply>, ()> {
-        let response = match raw::parse_object(&bytes) {
+    fn read(bytes: &[u8]) -> Result<Option<Reply>, ()> {
+        let members = match raw::parse_object(bytes) {
             Err(ObjectError::Malformed(_)) => return Err(()),
-            Err(ObjectError::NotAnObject) => false,
-            Ok(m) => raw::get(&m, "result").is_some() || raw::get(&m, "error").is_some(),
+            Err(ObjectError::NotAnObject) => return Ok(None),
+            Ok(m) => m,
         };
-        Ok(response.then_some(Reply(bytes)))
-    }
-
-    /// The `id`, as a tree (compared with the request's).
-    fn id(&self) -> Option<Value> {
-        serde_json::from_str(self.member("id")?.get()).ok()
-    }
-
-    fn member(&self, name: &str) -> Option<&RawValue> {
-        raw::get(&raw::parse_object(&self.0).ok()?, name)
-    }
-
-    /// `jsonrpc` is `"2.0"`.
-    fn versioned(&self) -> bool {
-        self.member("jsonrpc").and_then(raw::as_str).as_deref() == Some("2.0")
+        let tree = |name: &str| {
+            raw::get(&members, name).map(|v| serde_json::from_str(v.get()).unwrap_or_default())
+        };
+        let reply = Reply {
+            result: raw::get(&members, "result").map(ToOwned::to_owned),
+            error: tree("error"),
+            id: raw::get(&members, "id").and_then(|v| serde_json::from_str(v.get()).ok()),
+            versioned: raw::get(&members, "jsonrpc")
+                .and_then(raw::as_str)
+                .as_deref()
+                == Some("2.0"),
+        };
+        Ok((reply.result.is_some() || reply.error.is_some()).then_some(reply))
     }
 
     /// The `result` as sent.
     pub fn result(&self) -> Option<&RawValue> {
-        self.member("result")
+        self.result.as_deref()
     }
 
-    /// The `error`, when there is one (`null` included: it is no result).
-    pub fn error(&self) -> Option<Value> {
-        let e = self.member("error")?;
-        Some(serde_json::from_str(e.get()).unwrap_or_default())
+    pub fn into_result(self) -> Option<Box<RawValue>> {
+        self.result
     }
 
-    /// The response as a tree, for the callers that read into it (initialize, the live check).
-    pub fn value(&self) -> Value {
-        serde_json::from_slice(&self.0).unwrap_or_default()
+    pub fn error(&self) -> Option<&Value> {
+        self.error.as_ref()
+    }
+
+    /// The result as a tree, for the callers that read into it (initialize, the live check);
+    /// `null` without one.
+    pub fn result_tree(&self) -> Value {
+        self.result()
+            .and_then(|r| serde_json::from_str(r.get()).ok())
+            .unwrap_or_default()
     }
 }
 
@@ -193,16 +202,15 @@ impl<'a> Upstream<'a> {
             id: None,
             version: PROTOCOL_VERSIONS[0].to_owned(),
         };
-        let message = a.message.as_ref().map(Reply::value);
-        let session = match (a.status, &message) {
-            (200..=299, Some(m)) if m.get("result").is_some() => UpstreamSession {
+        let session = match (a.status, &a.message) {
+            (200..=299, Some(m)) if m.result().is_some() => UpstreamSession {
                 id: a.session,
-                version: m["result"]["protocolVersion"]
+                version: m.result_tree()["protocolVersion"]
                     .as_str()
                     .unwrap_or(PROTOCOL_VERSIONS[0])
                     .to_owned(),
             },
-            (200..=299, Some(m)) if m.get("error").is_some() => plain,
+            (200..=299, Some(m)) if m.error().is_some() => plain,
             // Some plain handlers answer an unknown method with an HTTP error.
             (400 | 404 | 405, _) => plain,
             (s, _) => return Err(fail(format!("answered initialize with HTTP {s}"))),
@@ -293,10 +301,10 @@ impl<'a> Upstream<'a> {
                         // The response to our id ends what we need of the stream; notifications
                         // and server requests on the way are not ours to answer.
                         found = events.drain(..).find_map(|e| {
-                            Reply::read(Bytes::from(e.data))
+                            Reply::read(e.data.as_bytes())
                                 .ok()
                                 .flatten()
-                                .filter(|r| r.id() == want_id)
+                                .filter(|r| r.id == want_id)
                         });
                         if found.is_some() {
                             break;
@@ -313,9 +321,9 @@ impl<'a> Upstream<'a> {
         } else if buf.is_empty() || !(200..300).contains(&status) {
             None
         } else {
-            match Reply::read(buf.freeze()) {
+            match Reply::read(&buf) {
                 Err(()) => return Err(fail("sent a reply that is not JSON")),
-                Ok(Some(r)) if r.versioned() => Some(r),
+                Ok(Some(r)) if r.versioned => Some(r),
                 Ok(_) => return Err(fail("sent a reply that is not a JSON-RPC response")),
             }
         };

@@ -26,6 +26,10 @@ pub enum ToolMode {
     IsError,
     /// `tools/call` answers a 6 MB result.
     Huge,
+    /// `tools/call` answers 200 with a body that is not JSON.
+    NotJson,
+    /// `tools/call` answers 200 with JSON that is no JSON-RPC response.
+    NotRpc,
     /// `tools/call` answers [`VERBATIM_RESULT`], written by hand (spacing, escapes, a number
     /// beyond f64), which a gateway passing results on must deliver byte for byte.
     Verbatim,
@@ -242,6 +246,14 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
                     ToolMode::Hang => {
                         tokio::time::sleep(Duration::from_secs(3600)).await;
                         return Ok(());
+                    }
+                    ToolMode::NotJson => {
+                        reply_text(&mut sock, 200, "<html>oops".into(), false, None).await?;
+                        continue;
+                    }
+                    ToolMode::NotRpc => {
+                        reply(&mut sock, 200, &json!({"ok": true}), false, None).await?;
+                        continue;
                     }
                     ToolMode::Verbatim => {
                         let text =
