@@ -13,7 +13,7 @@ OHA_VERSION=${OHA_VERSION:-1.16.0}
 ADMIN_TOKEN=bench-admin-token-0123456789abcdef
 CLK_TCK=$(getconf CLK_TCK)
 # shellcheck disable=SC2034 # the ports, used by the scripts that source this
-FAKE=127.0.0.1:19100 NGX=127.0.0.1:19101 TG1=127.0.0.1:19102 TG2=127.0.0.1:19103 TOOLS=127.0.0.1:19104 ANTH=127.0.0.1:19105 NGX_TOOLS=127.0.0.1:19106
+FAKE=127.0.0.1:19100 NGX=127.0.0.1:19101 TG1=127.0.0.1:19102 TG2=127.0.0.1:19103 TOOLS=127.0.0.1:19104 ANTH=127.0.0.1:19105 NGX_TOOLS=127.0.0.1:19106 PGR=127.0.0.1:19107 PGR_TOOLS=127.0.0.1:19108
 
 need() { command -v "$1" >/dev/null 2>&1; }
 
@@ -107,6 +107,19 @@ NGINX
   "$NGINX" -c "$work/nginx.conf" -p "$work" 2>/dev/null
 }
 
+# Pingora's own proxy with no logic (`tollgate-bench pingora`), in front of the chat fake and
+# of the tool server: the floor for one hop on the framework Tollgate is built on, beside nginx.
+start_floor() {
+  "$BENCH" pingora --listen "$PGR" --upstream "$FAKE" 2>/dev/null & pids+=($!)
+  pingora_pid=$!
+  "$BENCH" pingora --listen "$PGR_TOOLS" --upstream "$TOOLS" 2>/dev/null & pids+=($!)
+  pingora_tools_pid=$!
+  for _ in $(seq 1 50); do
+    curl -s -o /dev/null "http://$PGR/" && curl -s -o /dev/null "http://$PGR_TOOLS/" && break
+    sleep 0.1
+  done
+}
+
 # Starts Tollgate (sets NAME_pid) and makes its bench account (NAME_key): limited by a business
 # limit too high to reach, still checked and counted on every request, and funded.
 start_tollgate() { # name listen database_url redis_url
@@ -115,7 +128,7 @@ start_tollgate() { # name listen database_url redis_url
 [server]
 listen = "$listen"
 metrics_listen = ""
-threads = 2
+threads = ${TG_THREADS:-2}
 # Pingora keeps listening through the grace period after SIGTERM: short, so the ports are free
 # for the next run when this one's exit trap returns.
 graceful_shutdown_secs = 1
@@ -167,6 +180,8 @@ TOML
 proxy_pids() { # target name
   case $1 in
     nginx) ps -o pid= --ppid "$(cat "$work/nginx.pid")" | tr '\n' ' ' ;;
+    pingora) echo "${pingora_pid:-}" ;;
+    pingora-tools) echo "${pingora_tools_pid:-}" ;;
     tollgate-sqlite) echo "${tg_sqlite_pid:-}" ;;
     tollgate-postgres-redis) echo "${tg_pg_pid:-}" ;;
   esac

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The proxy's overhead against its floor, in one run on this machine (issue 5):
 #   direct to a fast fake provider | nginx as a plain reverse proxy (the floor for one hop) |
+#   Pingora's own proxy with no logic (the floor on the framework Tollgate is built on) |
 #   Tollgate on SQLite + in-process counters | Tollgate on Postgres + Redis (when they answer)
 # with auth, rate limiting and credit metering on for Tollgate. For each:
 #   (a) p50/p99 latency at a fixed 1,000 requests/s for 15 s (open loop, 64 connections)
@@ -10,7 +11,7 @@
 #   (e) the proxy's CPU time per request in (b): utime + stime of its processes (nginx's
 #       workers) from /proc over the requests that run completed
 # and prints one table with the ratios to nginx and to direct; then MCP tools/call, direct to a
-# fast fake tool server vs nginx in front of it (the floor for one hop) vs through Tollgate on
+# fast fake tool server vs nginx and bare Pingora in front of it (the floors) vs through Tollgate on
 # SQLite (billed: hold, charge, developer share),
 # (a) and (b) again, in a second table; then the same for a chat completion through an
 # Anthropic-kind provider (translated both ways) vs a Messages call direct to the same fake, in a
@@ -27,9 +28,10 @@ RPS=${RPS:-1000} RATE_SECS=${RATE_SECS:-15} MAX_SECS=${MAX_SECS:-10} STREAMS=${S
 bench_setup
 start_fakes 50 10
 start_nginx
+start_floor
 
 start_tollgate tg_sqlite "$TG1" "sqlite://$work/ledger.db" ""
-targets=("direct|$FAKE|" "nginx|$NGX|" "tollgate-sqlite|$TG1|$tg_sqlite_key")
+targets=("direct|$FAKE|" "nginx|$NGX|" "pingora|$PGR|" "tollgate-sqlite|$TG1|$tg_sqlite_key")
 if pg_isready -h 127.0.0.1 -q 2>/dev/null && redis-cli -h 127.0.0.1 ping 2>/dev/null | grep -q PONG; then
   PGDB="tollgate_bench_$$"
   psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $PGDB"
@@ -58,7 +60,7 @@ curl -sf "http://$TG1/api/v1/mcp/services" -H "Authorization: Bearer $tg_sqlite_
   -d "{\"slug\":\"bench-tools\",\"upstream_url\":\"http://$TOOLS/mcp\",\"default_credits\":1}" >/dev/null
 curl -sf -X POST "http://$TG1/api/v1/admin/mcp/services/bench-tools/approve" -H "$ADMIN" >/dev/null
 tools="$work/tools.jsonl"
-for t in "direct|http://$TOOLS/mcp|echo|" "nginx|http://$NGX_TOOLS/mcp|echo|" "tollgate-sqlite|http://$TG1/mcp|bench-tools__echo|$tg_sqlite_key"; do
+for t in "direct|http://$TOOLS/mcp|echo|" "nginx|http://$NGX_TOOLS/mcp|echo|" "pingora-tools|http://$PGR_TOOLS/mcp|echo|" "tollgate-sqlite|http://$TG1/mcp|bench-tools__echo|$tg_sqlite_key"; do
   IFS='|' read -r name url tool key <<<"$t"
   auth=()
   [ -n "$key" ] && auth=(--header "Authorization: Bearer $key")
@@ -118,13 +120,15 @@ td = tools[0]
 chat_added = by["tollgate-sqlite"]["rate"]["p50_us"] - d["rate"]["p50_us"]
 print()
 tn = next((r for r in tools if r["name"] == "nginx"), td)
-print("| tools/call | p50 µs @1k rps | p99 µs | added p50 (× the chat path's added p50) | max rps @64 conns (× direct, × nginx) | CPU µs/req | errors |")
+tp = next((r for r in tools if r["name"] == "pingora-tools"), td)
+print("| tools/call | p50 µs @1k rps | p99 µs | added p50 (× the chat path's added p50) | max rps @64 conns (× direct, × nginx, × pingora) | CPU µs/req | errors |")
 print("|---|---|---|---|---|---|---|")
 for r in tools:
     a50 = r["rate"]["p50_us"] - td["rate"]["p50_us"]
     x = f"{a50} ({a50 / chat_added:.2f}×)" if r["name"].startswith("tollgate") and chat_added > 0 else str(a50)
-    rps = f'{r["max"]["rps"]:.0f} ({r["max"]["rps"] / td["max"]["rps"]:.2f}×, {r["max"]["rps"] / tn["max"]["rps"]:.2f}×)'
-    print(f'| {r["name"]} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x} | {rps} | {cpu(r)} | {r["rate"]["errors"] + r["max"]["errors"]} |')
+    m = r["max"]["rps"]
+    rps = f'{m:.0f} ({m / td["max"]["rps"]:.2f}×, {m / tn["max"]["rps"]:.2f}×, {m / tp["max"]["rps"]:.2f}×)'
+    print(f'| {r["name"].removesuffix("-tools")} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x} | {rps} | {cpu(r)} | {r["rate"]["errors"] + r["max"]["errors"]} |')
 print()
 print("targets: tools/call max rps ≥ 0.5× direct, added p50 ≤ 2× the chat path's")
 an = [json.loads(l) for l in open(sys.argv[3])]

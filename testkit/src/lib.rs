@@ -17,6 +17,7 @@
 //! - [`http`]: a small HTTP/1.1 client that shows exactly what went over the wire.
 //! - [`services`]: which Postgres and Redis the run uses, and [`skip`] for a test that cannot
 //!   run here.
+//! - [`floor`]: Pingora's own proxy with no logic, the benchmarks' floor for one hop.
 //! - [`load`]: the keep-alive response reader of the load generator and the end-to-end bench.
 //!
 //! `use tollgate_testkit::*;` brings all of it.
@@ -25,6 +26,7 @@
 mod accept;
 pub mod anthropic;
 pub mod fastmcp;
+pub mod floor;
 pub mod gateway;
 pub mod http;
 pub mod load;

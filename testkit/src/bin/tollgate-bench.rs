@@ -4,6 +4,8 @@
 //!   provider of the tests (`tollgate_testkit::FakeOpenAi`), fast and quiet: JSON, or SSE with
 //!   N chunks, D ms apart.
 //! - `tollgate-bench tools --listen ADDR`: a plain JSON-RPC tool server (the MCP rows).
+//! - `tollgate-bench pingora --listen ADDR --upstream HOST:PORT [--threads N]`: Pingora's own
+//!   proxy with no logic in front of one upstream: the floor for one hop on our framework.
 //! - `tollgate-bench anthropic --listen ADDR`: the fake Messages API provider of the tests
 //!   (`tollgate_testkit::FakeAnthropic`), keeping nothing of the requests.
 //! - `tollgate-bench load --url URL --mode rate|max|streams ...`: an HTTP/1.1 keep-alive load
@@ -36,6 +38,16 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("pingora") {
+        // Pingora runs its own runtimes.
+        let listen = arg(&args, "--listen").unwrap_or_else(|| "127.0.0.1:9107".into());
+        let upstream =
+            arg(&args, "--upstream").unwrap_or_else(|| usage(Some("--upstream is required")));
+        let threads = arg(&args, "--threads")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(2);
+        tollgate_testkit::floor::run(&listen, &upstream, threads);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(
             arg(&args, "--threads")
@@ -60,7 +72,7 @@ fn usage(problem: Option<&str>) -> ! {
     if let Some(p) = problem {
         eprintln!("tollgate-bench: {p}");
     }
-    eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] | tools --listen ADDR | anthropic --listen ADDR | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V'] [--body JSON | --model M --max-tokens N --pad-to BYTES] [--keys-file FILE] | body [--model M] [--stream] [--max-tokens N] [--pad-to BYTES]");
+    eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] | tools --listen ADDR | anthropic --listen ADDR | pingora --listen ADDR --upstream HOST:PORT [--threads N] | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V'] [--body JSON | --model M --max-tokens N --pad-to BYTES] [--keys-file FILE] | body [--model M] [--stream] [--max-tokens N] [--pad-to BYTES]");
     std::process::exit(2);
 }
 
