@@ -20,9 +20,12 @@ use Access::{Admin, KeyOrSession, Open};
 /// segment. Compared as whole strings, not segment by segment: every request walks the table,
 /// and `/mcp` sits at its end.
 fn matches<'p>(pattern: &str, path: &'p str) -> Option<&'p str> {
-    match pattern.split_once("{id}") {
+    // A byte search for `{` (a pattern has no other), not a substring search for `{id}` on
+    // every row: the profile of a tools/call found the substring searcher at 0.6 %.
+    match pattern.split_once('{') {
         None => (pattern == path).then_some(""),
-        Some((before, after)) => {
+        Some((before, rest)) => {
+            let after = rest.strip_prefix("id}")?;
             let id = path.strip_prefix(before)?.strip_suffix(after)?;
             (!id.is_empty() && !id.contains('/')).then_some(id)
         }
@@ -212,6 +215,13 @@ mod tests {
     fn a_pattern_holds_at_most_one_id_and_it_is_one_whole_segment() {
         for r in ROUTES {
             assert!(r.path.matches("{id}").count() <= 1, "{}", r.path);
+            // `matches` finds the `{id}` by its brace: no other brace may appear.
+            assert_eq!(
+                r.path.matches('{').count(),
+                r.path.matches("{id}").count(),
+                "{}",
+                r.path
+            );
             if let Some((before, after)) = r.path.split_once("{id}") {
                 assert!(before.ends_with('/') && (after.is_empty() || after.starts_with('/')));
             }
