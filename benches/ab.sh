@@ -4,7 +4,8 @@
 # Both run on SQLite + in-process counters against one fake provider, each request keyed, rate
 # limited and metered as in load.sh (the same setup: benches/lib.sh). Each round measures A then
 # B: closed-loop max rps on 64 connections for 5 s with the proxy's CPU per request, then
-# p50/p99 at 1,000 requests/s for 5 s. Prints the medians.
+# p50/p99 at 1,000 requests/s for 5 s. Prints the medians. AB_PATH=tools measures MCP tools/call
+# instead (each build's bench account registers the fake tool server at 1 credit a call).
 # (Build the old one from a worktree: `git worktree add /tmp/old REV && (cd /tmp/old &&
 # cargo build --release --bin tollgate)`.)
 set -euo pipefail
@@ -18,14 +19,26 @@ bench_setup no-nginx
 start_fakes 50 10
 TOLLGATE=$A start_tollgate tg_a "$TG1" "sqlite://$work/a.db" ""
 TOLLGATE=$B start_tollgate tg_b "$TG2" "sqlite://$work/b.db" ""
+if [ "${AB_PATH:-chat}" = tools ]; then
+  for t in "$TG1|$tg_a_key" "$TG2|$tg_b_key"; do
+    IFS='|' read -r addr key <<<"$t"
+    curl -sf "http://$addr/api/v1/mcp/services" -H "Authorization: Bearer $key" \
+      -d "{\"slug\":\"bench-tools\",\"upstream_url\":\"http://$TOOLS/mcp\",\"default_credits\":1}" >/dev/null
+    curl -sf -X POST "http://$addr/api/v1/admin/mcp/services/bench-tools/approve" -H "Authorization: Bearer $ADMIN_TOKEN" >/dev/null
+  done
+  call='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bench-tools__echo","arguments":{"text":"hi"}}}'
+  shape=(--body "$call") route=/mcp
+else
+  shape=(--model bench) route=/v1/chat/completions
+fi
 # measure's CPU column reads the pids of these two names.
 proxy_pids() { case $1 in A) echo "$tg_a_pid" ;; B) echo "$tg_b_pid" ;; esac; }
 for round in $(seq 1 "$ROUNDS"); do
   for t in "A|$TG1|$tg_a_key" "B|$TG2|$tg_b_key"; do
     IFS='|' read -r n addr key <<<"$t"
-    u="http://$addr/v1/chat/completions"
-    m=$(measure "$n" "$BENCH" load --url "$u" --mode max --secs 5 --conns 64 --model bench --header "Authorization: Bearer $key")
-    r=$("$BENCH" load --url "$u" --mode rate --rps 1000 --secs 5 --conns 64 --model bench --header "Authorization: Bearer $key")
+    u="http://$addr$route"
+    m=$(measure "$n" "$BENCH" load --url "$u" --mode max --secs 5 --conns 64 "${shape[@]}" --header "Authorization: Bearer $key")
+    r=$("$BENCH" load --url "$u" --mode rate --rps 1000 --secs 5 --conns 64 "${shape[@]}" --header "Authorization: Bearer $key")
     echo "{\"name\":\"$n\",\"round\":$round,\"max\":$m,\"rate\":$r}"
   done
 done > "$work/ab.jsonl"

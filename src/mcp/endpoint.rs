@@ -9,13 +9,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use pingora::proxy::Session;
+use std::borrow::Cow;
+
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tollgate_filters::mcp::{
-    call_succeeded, joined_name, negotiate, parse_message, result_json, Incoming, RpcError,
-    INSUFFICIENT_CREDITS, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RATE_LIMITED,
+    call_succeeded, joined_name, negotiate, parse_message, result_json, tool_call_params, Incoming,
+    RpcError, INSUFFICIENT_CREDITS, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RATE_LIMITED,
     UPSTREAM_ERROR,
 };
+use tollgate_filters::openai::raw::{self, Kind};
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::upstream::{Reply, Upstream};
@@ -73,9 +76,9 @@ pub async fn handle(
         }
         None => services.iter().collect(),
     };
-    let answer = match method.as_str() {
+    let answer = match method.as_ref() {
         "initialize" => Ok(raw_json(&json!({
-            "protocolVersion": negotiate(params.get("protocolVersion").and_then(Value::as_str)),
+            "protocolVersion": negotiate(protocol_version(params).as_deref()),
             "capabilities": {"tools": {"listChanged": false}},
             "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
         }))),
@@ -85,7 +88,7 @@ pub async fn handle(
             let call = Call {
                 shared,
                 id: &id,
-                params: &params,
+                params,
                 account: &key.account_id,
                 key: &key.key_id,
             };
@@ -111,6 +114,12 @@ pub async fn handle(
     };
     respond::send(session, ctx, 200, "application/json", bytes, &[]).await;
     Ok(())
+}
+
+/// The `protocolVersion` an `initialize` asks for.
+fn protocol_version(params: Option<&RawValue>) -> Option<Cow<'_, str>> {
+    let members = raw::object(params?)?;
+    raw::as_str(raw::get(&members, "protocolVersion")?)
 }
 
 /// A result built here, as JSON text.
@@ -154,7 +163,7 @@ async fn forward(
     shared: &Shared,
     s: &Service,
     method: &str,
-    params: Value,
+    params: Option<&RawValue>,
 ) -> Result<Box<RawValue>, RpcError> {
     let timeout = shared.runtime.load().config.mcp.call_timeout;
     let up_err = |why: String| {
@@ -167,7 +176,10 @@ async fn forward(
     let up = Upstream::resolve(shared, &s.upstream_url, timeout)
         .await
         .map_err(|f| up_err(f.0))?;
-    let reply = up.request(method, params).await.map_err(|f| up_err(f.0))?;
+    let reply = up
+        .request(method, params.map(|p| p.get().as_bytes()))
+        .await
+        .map_err(|f| up_err(f.0))?;
     passthrough(reply)
 }
 
@@ -190,7 +202,8 @@ fn passthrough(reply: Reply) -> Result<Box<RawValue>, RpcError> {
 struct Call<'a> {
     shared: &'a Shared,
     id: &'a Value,
-    params: &'a Value,
+    /// The agent's params as sent.
+    params: Option<&'a RawValue>,
     account: &'a str,
     key: &'a str,
 }
@@ -205,12 +218,17 @@ impl Call<'_> {
         own_names: bool,
     ) -> Result<Box<RawValue>, RpcError> {
         let err = |code, msg: String| RpcError::new(self.id.clone(), code, msg);
-        let Some(name) = self.params.get("name").and_then(Value::as_str) else {
+        let members = self.params.and_then(raw::object).unwrap_or_default();
+        let (Some(params), Some(name)) = (
+            self.params,
+            raw::get(&members, "name").and_then(raw::as_str),
+        ) else {
             return Err(err(
                 INVALID_PARAMS,
                 "params.name: the tool's name is required".into(),
             ));
         };
+        let name = name.as_ref();
         let found = if own_names {
             scope.first().map(|s| (*s, name))
         } else {
@@ -227,10 +245,8 @@ impl Call<'_> {
         let Some((service, tool)) = found.filter(|(s, t)| known(s, t)) else {
             return Err(err(INVALID_PARAMS, format!("unknown tool `{name}`")));
         };
-        if !self
-            .params
-            .get("arguments")
-            .is_none_or(|a| a.is_object() || a.is_null())
+        if raw::get(&members, "arguments")
+            .is_some_and(|a| !matches!(raw::kind(a), Kind::Object | Kind::Null))
         {
             return Err(err(
                 INVALID_PARAMS,
@@ -274,11 +290,11 @@ impl Call<'_> {
             }
         };
         let started = Instant::now();
-        let mut params = self.params.clone();
-        params["name"] = tool.into();
+        // The agent's params as sent, but for the tool's own name.
+        let params = tool_call_params(params, &members, tool);
         let timeout = rt.config.mcp.call_timeout;
         let reply = match Upstream::resolve(self.shared, &service.upstream_url, timeout).await {
-            Ok(up) => up.request("tools/call", params).await,
+            Ok(up) => up.request("tools/call", Some(&params)).await,
             Err(f) => Err(f),
         };
         let elapsed = started.elapsed();

@@ -52,7 +52,7 @@ pub async fn live_check(shared: &Shared, url: &str) -> Result<Value, GatewayErro
     shared.mcp.drop_session(url);
     up.initialize().await.map_err(|f| failed(f.0))?;
     let reply = up
-        .request("tools/list", json!({}))
+        .request("tools/list", Some(b"{}"))
         .await
         .map_err(|f| failed(f.0))?;
     if let Some(e) = reply.error() {

@@ -14,7 +14,7 @@ use bytes::BytesMut;
 use pingora::upstreams::peer::HttpPeer;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use tollgate_filters::mcp::{private_reason, PROTOCOL_VERSIONS};
+use tollgate_filters::mcp::{private_reason, request_json, PROTOCOL_VERSIONS};
 use tollgate_filters::openai::raw::{self, ObjectError};
 use tollgate_filters::sse::SseDecoder;
 
@@ -166,16 +166,16 @@ impl<'a> Upstream<'a> {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
-    /// Sends one JSON-RPC request (initialising a session first when there is none) and
-    /// returns its response object (`result` or `error`).
-    pub async fn request(&self, method: &str, params: Value) -> Result<Reply, Failure> {
+    /// Sends one JSON-RPC request (initialising a session first when there is none), its
+    /// `params` the given JSON text, and returns its response object (`result` or `error`).
+    pub async fn request(&self, method: &str, params: Option<&[u8]>) -> Result<Reply, Failure> {
         let mut session = match self.shared.mcp.session(&self.key) {
             Some(s) => s,
             None => self.initialize().await?,
         };
+        let msg = request_json(Some(1), method, params);
         for attempt in 0..2 {
-            let msg = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-            let a = self.post(&msg, Some(&session)).await?;
+            let a = self.post(&msg, Some(1), Some(&session)).await?;
             match (a.status, a.message) {
                 (404, _) if attempt == 0 && session.id.is_some() => {
                     // The server forgot our session (restart, expiry): start another once.
@@ -193,11 +193,12 @@ impl<'a> Upstream<'a> {
     /// `initialize` and `notifications/initialized`; a server that refuses `initialize` with a
     /// JSON-RPC error is a plain handler and is called without a session.
     pub async fn initialize(&self) -> Result<UpstreamSession, Failure> {
-        let msg = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        let params = json!({
             "protocolVersion": PROTOCOL_VERSIONS[0],
             "capabilities": {},
-            "clientInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")}}});
-        let a = self.post(&msg, None).await?;
+            "clientInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")}});
+        let msg = request_json(Some(0), "initialize", Some(params.to_string().as_bytes()));
+        let a = self.post(&msg, Some(0), None).await?;
         let plain = UpstreamSession {
             id: None,
             version: PROTOCOL_VERSIONS[0].to_owned(),
@@ -216,20 +217,22 @@ impl<'a> Upstream<'a> {
             (s, _) => return Err(fail(format!("answered initialize with HTTP {s}"))),
         };
         if session.id.is_some() || a.status == 200 {
-            let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-            self.post(&note, Some(&session)).await?;
+            let note = request_json(None, "notifications/initialized", None);
+            self.post(&note, None, Some(&session)).await?;
         }
         self.shared.mcp.set_session(&self.key, session.clone());
         Ok(session)
     }
 
+    /// POSTs one message (`id`: the request's, `None` for a notification).
     async fn post(
         &self,
-        msg: &Value,
+        msg: &[u8],
+        id: Option<i64>,
         session: Option<&UpstreamSession>,
     ) -> Result<Answer, Failure> {
         let left = self.left();
-        match tokio::time::timeout(left, self.exchange(msg, session)).await {
+        match tokio::time::timeout(left, self.exchange(msg, id, session)).await {
             Ok(r) => r,
             Err(_) => Err(fail("did not answer in time")),
         }
@@ -237,10 +240,10 @@ impl<'a> Upstream<'a> {
 
     async fn exchange(
         &self,
-        msg: &Value,
+        body: &[u8],
+        id: Option<i64>,
         session: Option<&UpstreamSession>,
     ) -> Result<Answer, Failure> {
-        let body = serde_json::to_vec(msg).unwrap_or_default();
         let sni = if self.url.tls {
             self.url.host.clone()
         } else {
@@ -265,7 +268,7 @@ impl<'a> Upstream<'a> {
                     r = r.header("Mcp-Session-Id", id)?;
                 }
             }
-            Ok(r.body(&body))
+            Ok(r.body(body))
         })()
         .map_err(|e| fail(format!("could not be asked ({e})")))?;
         let connector = &self.shared.connector;
@@ -280,7 +283,7 @@ impl<'a> Upstream<'a> {
         let sse = up
             .header("content-type")
             .is_some_and(|c| c.starts_with("text/event-stream"));
-        let want_id = msg.get("id").cloned();
+        let want_id = id.map(Value::from);
         let mut buf = BytesMut::new();
         let mut decoder = SseDecoder::new(self.max_bytes);
         let mut events = Vec::new();

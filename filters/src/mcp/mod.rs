@@ -6,9 +6,18 @@
 use std::net::IpAddr;
 
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::openai::raw;
+
+mod message;
+#[cfg(test)]
+mod tests_message;
+pub use message::{
+    parse_message, request_json, result_json, tool_call_params, Incoming, RpcError,
+    INSUFFICIENT_CREDITS, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
+    PARSE_ERROR, RATE_LIMITED, UPSTREAM_ERROR,
+};
 
 /// Protocol versions the agent endpoint speaks, newest first.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -20,18 +29,6 @@ pub fn negotiate(requested: Option<&str>) -> &'static str {
         .copied()
         .unwrap_or(PROTOCOL_VERSIONS[0])
 }
-
-pub const PARSE_ERROR: i64 = -32700;
-pub const INVALID_REQUEST: i64 = -32600;
-pub const METHOD_NOT_FOUND: i64 = -32601;
-pub const INVALID_PARAMS: i64 = -32602;
-pub const INTERNAL_ERROR: i64 = -32603;
-/// The caller's plan rate limit refused the call (`data.retry_after`).
-pub const RATE_LIMITED: i64 = -32001;
-/// The caller's balance cannot pay the call's price.
-pub const INSUFFICIENT_CREDITS: i64 = -32002;
-/// The tool server failed (refused, timed out, answered with an error or garbage).
-pub const UPSTREAM_ERROR: i64 = -32003;
 
 /// `^[a-z0-9][a-z0-9-]{1,62}$`
 pub fn valid_slug(s: &str) -> bool {
@@ -56,117 +53,6 @@ pub fn joined_name(slug: &str, tool: &str) -> String {
 pub fn split_name(name: &str) -> Option<(&str, &str)> {
     let (slug, tool) = name.split_once("__")?;
     (valid_slug(slug) && !tool.is_empty()).then_some((slug, tool))
-}
-
-/// One JSON-RPC message from an agent.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Incoming {
-    Request {
-        id: Value,
-        method: String,
-        params: Value,
-    },
-    /// No `id`: answered 202 with no body.
-    Notification { method: String },
-    /// A response to something the server asked (the endpoint asks nothing): 202.
-    Response,
-}
-
-/// A JSON-RPC error to answer, with the id it answers (null when none could be read).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RpcError {
-    pub id: Value,
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
-}
-
-impl RpcError {
-    pub fn new(id: Value, code: i64, message: impl Into<String>) -> RpcError {
-        RpcError {
-            id,
-            code,
-            message: message.into(),
-            data: None,
-        }
-    }
-
-    pub fn with_data(mut self, data: Value) -> RpcError {
-        self.data = Some(data);
-        self
-    }
-
-    pub fn to_json(&self) -> Vec<u8> {
-        let mut error = json!({"code": self.code, "message": self.message});
-        if let Some(d) = &self.data {
-            error["data"] = d.clone();
-        }
-        body(&json!({"jsonrpc": "2.0", "id": self.id, "error": error}))
-    }
-}
-
-/// A JSON-RPC result around a result's JSON text, which is copied as it is (a tool's result
-/// can be large, and is the tool server's to shape: it is passed on, not rebuilt).
-pub fn result_json(id: &Value, result: &RawValue) -> Vec<u8> {
-    let mut out = Vec::with_capacity(result.get().len() + 48);
-    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    // Writing a Value into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut out, id);
-    out.extend_from_slice(br#","result":"#);
-    out.extend_from_slice(result.get().as_bytes());
-    out.push(b'}');
-    out
-}
-
-fn body(v: &Value) -> Vec<u8> {
-    // Serializing a Value cannot fail.
-    serde_json::to_vec(v).unwrap_or_default()
-}
-
-/// Reads one message. A batch (an array) is refused: the 2025-06-18 revision removed batching,
-/// and answering element by element would bill a batch's calls outside one request's limits.
-pub fn parse_message(raw: &[u8]) -> Result<Incoming, RpcError> {
-    let v: Value = serde_json::from_slice(raw)
-        .map_err(|e| RpcError::new(Value::Null, PARSE_ERROR, format!("not JSON: {e}")))?;
-    let Value::Object(m) = v else {
-        let what = if v.is_array() {
-            "batches are not supported: send one JSON-RPC message per request"
-        } else {
-            "a JSON-RPC message must be an object"
-        };
-        return Err(RpcError::new(Value::Null, INVALID_REQUEST, what));
-    };
-    let id = m.get("id").cloned();
-    let bad = |what: &str| RpcError::new(id.clone().unwrap_or(Value::Null), INVALID_REQUEST, what);
-    if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(bad("jsonrpc must be \"2.0\""));
-    }
-    if let Some(id) = &id {
-        if !(id.is_string() || id.is_i64() || id.is_u64()) {
-            return Err(RpcError::new(
-                Value::Null,
-                INVALID_REQUEST,
-                "id must be a string or an integer",
-            ));
-        }
-    }
-    let Some(method) = m.get("method") else {
-        if id.is_some() && (m.contains_key("result") || m.contains_key("error")) {
-            return Ok(Incoming::Response);
-        }
-        return Err(bad("method is required"));
-    };
-    let Some(method) = method.as_str().map(str::to_owned) else {
-        return Err(bad("method must be a string"));
-    };
-    let params = m.get("params").cloned().unwrap_or(Value::Null);
-    if !(params.is_null() || params.is_object() || params.is_array()) {
-        return Err(bad("params must be an object"));
-    }
-    Ok(match id {
-        Some(id) => Incoming::Request { id, method, params },
-        None => Incoming::Notification { method },
-    })
 }
 
 /// The tools of a `tools/list` result, each checked: a name of 1–128 characters from
@@ -254,6 +140,7 @@ pub fn private_reason(ip: IpAddr) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn slugs_names_and_shares() {
@@ -275,45 +162,6 @@ mod tests {
         assert_eq!(negotiate(Some("2025-03-26")), "2025-03-26");
         assert_eq!(negotiate(Some("1999-01-01")), "2025-11-25");
         assert_eq!(negotiate(None), "2025-11-25");
-    }
-
-    #[test]
-    fn messages_are_read_strictly() {
-        let req = parse_message(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).unwrap();
-        assert_eq!(
-            req,
-            Incoming::Request {
-                id: json!(1),
-                method: "tools/list".into(),
-                params: Value::Null
-            }
-        );
-        assert_eq!(
-            parse_message(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap(),
-            Incoming::Notification {
-                method: "notifications/initialized".into()
-            }
-        );
-        for (raw, code) in [
-            (&b"{"[..], PARSE_ERROR),
-            (b"[]", INVALID_REQUEST),
-            (
-                br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
-                INVALID_REQUEST,
-            ),
-            (br#"{"id":1,"method":"ping"}"#, INVALID_REQUEST),
-            (br#"{"jsonrpc":"2.0","id":1}"#, INVALID_REQUEST),
-            (
-                br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
-                INVALID_REQUEST,
-            ),
-            (
-                br#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#,
-                INVALID_REQUEST,
-            ),
-        ] {
-            assert_eq!(parse_message(raw).unwrap_err().code, code, "{raw:?}");
-        }
     }
 
     #[test]

@@ -11,7 +11,7 @@
 pub mod completion;
 pub mod raw;
 pub mod request;
-mod splice;
+pub(crate) mod splice;
 pub mod stream;
 #[cfg(test)]
 mod tests_request;

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 /// Copies the JSON object `raw`, whose top-level `members` were located by [`Members`], into
 /// `out` with the value of each member named in `set` replaced by the given JSON text; names
 /// in `set` that the object lacks are added at its end. Everything else is copied as is.
-pub(super) fn splice_members(
+pub(crate) fn splice_members(
     raw: &[u8],
     members: &[(Cow<'_, str>, &RawValue)],
     set: &[(&str, &[u8])],
