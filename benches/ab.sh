@@ -42,6 +42,7 @@ for round in $(seq 1 "$ROUNDS"); do
     echo "{\"name\":\"$n\",\"round\":$round,\"max\":$m,\"rate\":$r}"
   done
 done > "$work/ab.jsonl"
+rss_a=$(ps -o rss= -p "$tg_a_pid") rss_b=$(ps -o rss= -p "$tg_b_pid")
 python3 - "$work/ab.jsonl" "$A" "$B" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -55,3 +56,4 @@ for n, path in (("A", sys.argv[2]), ("B", sys.argv[3])):
     p99 = [r["rate"]["p99_us"] for r in rs]
     print(f"| {n}: {path} | {statistics.median(rps):.0f} ({min(rps):.0f}–{max(rps):.0f}) | {statistics.median(cpu):.1f} | {statistics.median(p50):.0f} | {statistics.median(p99):.0f} |")
 PY
+echo "resident memory after the rounds: A $((rss_a / 1024)) MB, B $((rss_b / 1024)) MB"
