@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use pingora::connectors::TransportConnector;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use crate::accounts::key_cache::KeyCache;
@@ -17,7 +16,7 @@ use crate::limits::Limiter;
 use crate::metering::leases::Leases;
 use crate::metering::Meter;
 use crate::metrics::Metrics;
-use crate::upstream::{self, Pool};
+use crate::upstream::{self, Connections, Pool};
 
 pub struct Runtime {
     pub config: Config,
@@ -48,9 +47,9 @@ pub struct Shared {
     pub leases: Leases,
     /// Storage settings as read at start (not reloadable).
     pub storage: Storage,
-    /// Pooled upstream connections and TLS (Pingora's transport connector; the HTTP/1
-    /// exchange on them is `upstream::wire`).
-    pub connector: TransportConnector,
+    /// Upstream connections: made by Pingora's transport connector (TCP, TLS), kept idle
+    /// between exchanges (`upstream::idle`); the HTTP/1 exchange on them is `upstream::wire`.
+    pub connector: Connections,
     /// Unix seconds at start: the `created` of every model in `GET /v1/models`.
     pub started: i64,
     /// Password hashes running on the blocking pool, one per core (`accounts::passwords`).
@@ -88,7 +87,7 @@ impl Shared {
                 instance,
             ),
             storage,
-            connector: TransportConnector::new(None),
+            connector: Connections::default(),
             started: crate::clock::now_secs(),
             hashing: tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(1, |n| n.get()),

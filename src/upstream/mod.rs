@@ -1,12 +1,14 @@
 //! Upstreams: one pool per provider ([`pool`]) on `pingora-load-balancing`, built from
 //! endpoints resolved at start and reload ([`resolve`]), checked actively ([`health`]) and
-//! passively, and what each provider kind means on the wire ([`provider`]); [`demo`] is the
+//! passively, and what each provider kind means on the wire ([`provider`]); the exchange itself
+//! ([`wire`]) on connections kept between requests ([`idle`]); [`demo`] is the
 //! built-in demo provider the gateway serves to itself.
 
 mod chunked;
 pub mod demo;
 pub mod head;
 pub mod health;
+pub mod idle;
 pub mod pool;
 pub mod provider;
 pub mod resolve;
@@ -14,5 +16,6 @@ pub mod wire;
 #[cfg(test)]
 mod wire_tests;
 
+pub use idle::Connections;
 pub use pool::{build_pool, Endpoint, Pool};
 pub use resolve::resolve;

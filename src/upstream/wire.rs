@@ -1,7 +1,7 @@
 //! The gateway's HTTP/1.1 exchange with an upstream (providers, tool servers, Stripe).
 //!
-//! Pingora's `TransportConnector` stays the connection pool and the TLS layer: it connects,
-//! handshakes, keeps idle connections and checks them before reuse. This module writes one
+//! Pingora's `TransportConnector` stays the TLS layer: it connects and handshakes; idle
+//! connections are kept between exchanges by [`Connections`] (`idle.rs`). This module writes one
 //! request and reads its response. Pingora 0.9's HTTP client was used before; two of its habits
 //! cost on every request: it flushes a request's head on its own (two `sendto` per request, and
 //! two wakeups of the upstream), and it reads every response body through a fixed 64 KiB buffer
@@ -17,12 +17,12 @@ use std::ops::Range;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use pingora::connectors::TransportConnector;
 use pingora::protocols::Stream;
-use pingora::upstreams::peer::{HttpPeer, Peer};
+use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorType};
 
 use super::chunked::{bad_reply, state_step, Chunk, Step, MAX_HEAD};
+use super::idle::Connections;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// What one read asks the socket for at first: SSE events and JSON replies are far smaller.
@@ -75,16 +75,16 @@ fn io_error(what: &'static str, e: std::io::Error) -> Box<Error> {
     Error::because(kind, what, e)
 }
 
-/// Sends `request` (written by [`super::head::Request`]) on a pooled connection to `peer` (a
-/// new one when none is idle) and reads the response head. A pooled connection the upstream closed while idle fails
-/// before any byte of a response arrives; that case is retried once on a new connection, as
-/// HTTP clients do, instead of being counted against the endpoint.
+/// Sends `request` (written by [`super::head::Request`]) on an idle connection to `peer` (a
+/// new one when none is idle) and reads the response head. An idle connection the upstream
+/// closed fails before any byte of a response arrives; that case is retried once on a new
+/// connection, as HTTP clients do, instead of being counted against the endpoint.
 pub async fn exchange(
-    connector: &TransportConnector,
+    connections: &Connections,
     peer: &HttpPeer,
     request: &[u8],
 ) -> Result<Response, Failure> {
-    if let Some(stream) = connector.reused_stream(peer).await {
+    if let Some(stream) = connections.take(peer) {
         match send(stream, peer, request).await {
             Ok(r) => return Ok(r),
             Err((true, e)) => tracing::debug!("stale pooled connection, retrying fresh: {e}"),
@@ -94,7 +94,7 @@ pub async fn exchange(
     // Boxed: connecting (TCP, TLS handshake) is an 8 KB future, and unboxed it would sit inside
     // every request's future for the request's whole life, streams included, though it runs
     // only when no pooled connection is idle.
-    let stream = Box::pin(connector.new_stream(peer))
+    let stream = Box::pin(connections.connect(peer))
         .await
         .map_err(Failure::Connect)?;
     send(stream, peer, request)
@@ -330,11 +330,11 @@ impl Response {
         }
     }
 
-    /// Gives the connection back to Pingora's pool when its response was read to the end and
-    /// it may be kept alive; otherwise it is closed.
-    pub fn release(self, connector: &TransportConnector, peer: &HttpPeer, idle: Option<Duration>) {
+    /// Keeps the connection for the next exchange with `peer` when its response was read to
+    /// the end and it may be kept alive; otherwise it is closed.
+    pub fn release(self, connections: &Connections, peer: &HttpPeer, idle: Option<Duration>) {
         if self.keepalive && matches!(self.body, Framing::Done) && self.buf.is_empty() {
-            connector.release_stream(self.stream, peer.reuse_hash(), idle);
+            connections.park(self.stream, peer, idle);
         }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::head::Request;
-use pingora::connectors::TransportConnector;
+use super::idle::Connections;
 use pingora::upstreams::peer::HttpPeer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -14,7 +14,8 @@ use tokio::net::TcpListener;
 use super::wire::{exchange, Response};
 
 /// A peer that answers the n-th request it reads (over all connections) with `replies[n]`,
-/// written `piece` bytes at a time; `close_after` closes each connection after one reply.
+/// written `piece` bytes at a time; `close_after` closes each connection after one reply. An
+/// empty reply closes the connection without answering.
 struct Peer {
     addr: std::net::SocketAddr,
     accepted: Arc<AtomicUsize>,
@@ -45,6 +46,9 @@ async fn peer(replies: Vec<&'static [u8]>, piece: usize, close_after: bool) -> P
                     }
                     let n = served.fetch_add(1, Ordering::SeqCst);
                     let reply = replies[n.min(replies.len() - 1)];
+                    if reply.is_empty() {
+                        return;
+                    }
                     for part in reply.chunks(piece) {
                         if s.write_all(part).await.is_err() {
                             return;
@@ -67,12 +71,19 @@ fn peer_of(p: &Peer) -> HttpPeer {
     peer
 }
 
-async fn call(c: &TransportConnector, p: &HttpPeer) -> Result<Response, super::wire::Failure> {
+async fn call(c: &Connections, p: &HttpPeer) -> Result<Response, super::wire::Failure> {
     let request = Request::new("POST", "/x")
         .and_then(|r| r.header("Host", "test"))
         .unwrap()
         .body(b"hi");
     exchange(c, p, &request).await
+}
+
+/// One exchange read to its end, its connection then released for `idle`.
+async fn served(c: &Connections, p: &HttpPeer, idle: Option<Duration>) {
+    let mut r = call(c, p).await.unwrap();
+    body(&mut r).await.unwrap();
+    r.release(c, p, idle);
 }
 
 async fn body(r: &mut Response) -> pingora::Result<Vec<u8>> {
@@ -91,7 +102,7 @@ const LENGTH: &[u8] =
 async fn bodies_cut_anywhere_are_read_whole_and_the_connection_is_reused() {
     for piece in [1, 3, 7, 1000] {
         let p = peer(vec![CHUNKED, LENGTH, CHUNKED], piece, false).await;
-        let (c, hp) = (TransportConnector::new(None), peer_of(&p));
+        let (c, hp) = (Connections::default(), peer_of(&p));
         let mut r = call(&c, &hp).await.unwrap();
         assert_eq!(r.status(), 200);
         assert_eq!(r.header("content-type"), Some("text/event-stream"));
@@ -111,7 +122,7 @@ async fn bodies_cut_anywhere_are_read_whole_and_the_connection_is_reused() {
 async fn interim_heads_are_skipped_and_a_body_to_the_close_is_not_reused() {
     let reply: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nX: y\r\n\r\nuntil the end";
     let p = peer(vec![reply], 4, true).await;
-    let (c, hp) = (TransportConnector::new(None), peer_of(&p));
+    let (c, hp) = (Connections::default(), peer_of(&p));
     let mut r = call(&c, &hp).await.unwrap();
     assert_eq!((r.status(), r.header("x")), (200, Some("y")));
     assert_eq!(body(&mut r).await.unwrap(), b"until the end");
@@ -122,17 +133,52 @@ async fn interim_heads_are_skipped_and_a_body_to_the_close_is_not_reused() {
 }
 
 #[tokio::test]
-async fn a_pooled_connection_closed_while_idle_is_retried_on_a_new_one() {
-    // Content-Length framing says "reusable", but the peer closes after each reply.
-    let p = peer(vec![LENGTH], 1000, true).await;
-    let (c, hp) = (TransportConnector::new(None), peer_of(&p));
+async fn an_idle_connection_the_peer_closed_is_replaced_by_a_new_one() {
+    let cases: [(Vec<&'static [u8]>, bool); 2] = [
+        // Content-Length framing says "reusable", but the peer closes after each reply: the
+        // close is seen when the connection is taken, and a new one is made.
+        (vec![LENGTH], true),
+        // Open when taken, then closed by the peer on reading the request, before any response
+        // byte (a server's idle timeout racing the request): retried once, on a new connection.
+        (vec![LENGTH, b"", LENGTH], false),
+    ];
+    for (replies, close_after) in cases {
+        let p = peer(replies, 1000, close_after).await;
+        let (c, hp) = (Connections::default(), peer_of(&p));
+        served(&c, &hp, Some(Duration::from_secs(30))).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut r = call(&c, &hp).await.unwrap();
+        assert_eq!(body(&mut r).await.unwrap(), b"hello world");
+        assert_eq!(
+            p.accepted.load(Ordering::SeqCst),
+            2,
+            "close_after {close_after}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn idle_connections_expire_and_the_sweep_closes_what_the_peer_closed() {
+    // Expired: not used again (a new connection), though the peer kept it open.
+    let p = peer(vec![LENGTH], 1000, false).await;
+    let (c, hp) = (Connections::default(), peer_of(&p));
+    served(&c, &hp, Some(Duration::from_millis(1))).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
     let mut r = call(&c, &hp).await.unwrap();
     body(&mut r).await.unwrap();
-    r.release(&c, &hp, Some(Duration::from_secs(30)));
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let mut r = call(&c, &hp).await.unwrap();
-    assert_eq!(body(&mut r).await.unwrap(), b"hello world");
     assert_eq!(p.accepted.load(Ordering::SeqCst), 2);
+    // Kept: an open connection within its idle time survives the sweep.
+    r.release(&c, &hp, Some(Duration::from_secs(30)));
+    c.sweep();
+    assert_eq!(c.idle_count(), 1);
+    // The peer closes its idle connections: the sweep lets them go without a request.
+    let closing = peer(vec![LENGTH], 1000, true).await;
+    let hc = peer_of(&closing);
+    served(&c, &hc, None).await;
+    assert_eq!(c.idle_count(), 2);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    c.sweep();
+    assert_eq!(c.idle_count(), 1);
 }
 
 #[tokio::test]
@@ -157,7 +203,7 @@ async fn broken_replies_are_errors_never_a_short_body() {
     ];
     for (reply, head_fails) in cases {
         let p = peer(vec![reply], 3, true).await;
-        let (c, hp) = (TransportConnector::new(None), peer_of(&p));
+        let (c, hp) = (Connections::default(), peer_of(&p));
         match call(&c, &hp).await {
             Err(_) => assert!(head_fails, "{}", String::from_utf8_lossy(reply)),
             Ok(mut r) => {
@@ -186,6 +232,6 @@ async fn a_head_without_end_is_refused_at_its_limit() {
         v
     });
     let p = peer(vec![huge.as_slice()], 4096, false).await;
-    let (c, hp) = (TransportConnector::new(None), peer_of(&p));
+    let (c, hp) = (Connections::default(), peer_of(&p));
     assert!(call(&c, &hp).await.is_err());
 }
