@@ -69,6 +69,16 @@ impl Lease {
         }
     }
 
+    /// A hold found the lease dry between rounds, so the lease is too small for the account's
+    /// spend rate (a tool call keeps its whole hold until the round that charges it: at 20 K
+    /// calls/s a 256-call lease ran dry in every 20 ms round, and the top-up ran inline, on the
+    /// request path, with the other holds waiting). The target doubles, up to `cap`, and is
+    /// never below `base` (the size this hold alone asks for).
+    pub fn enlarge(&mut self, base: i64, cap: i64) {
+        let doubled = self.target.saturating_mul(2).min(cap);
+        self.target = self.target.max(base).max(doubled);
+    }
+
     /// Takes a full hold of `wanted`, if the lease is open and can pay for all of it.
     pub fn take(&mut self, wanted: i64, now: Instant) -> Option<LeaseHold> {
         if self.closing || self.available < wanted {
@@ -170,6 +180,23 @@ impl Lease {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_that_ran_dry_doubles_up_to_its_cap() {
+        let mut l = Lease::new("l".into(), 0, 100, 10_000, Instant::now());
+        l.enlarge(50, 1_000);
+        assert_eq!(l.target, 200);
+        l.enlarge(50, 1_000);
+        l.enlarge(50, 1_000);
+        l.enlarge(50, 1_000);
+        assert_eq!(l.target, 1_000);
+        // A hold larger than the cap still gets a lease that can pay for it.
+        l.enlarge(5_000, 1_000);
+        assert_eq!(l.target, 5_000);
+        // Never shrinks: a smaller balance only stops the growth.
+        l.enlarge(50, 10);
+        assert_eq!(l.target, 5_000);
+    }
 
     fn settlement(cost: i64) -> Settlement {
         Settlement {

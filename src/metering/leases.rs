@@ -161,7 +161,9 @@ impl Leases {
                 return Ok(None);
             }
             if let Some(l) = e.lease.as_mut() {
-                l.target = l.target.max(target);
+                // Up to an eighth of the balance last seen, so that the balance can still
+                // allow the top-up (it must stay `BALANCE_MULTIPLE` times what moves).
+                l.enlarge(target, l.db_balance / (2 * BALANCE_MULTIPLE));
             }
             e.lease.is_some()
         };
