@@ -94,35 +94,32 @@ impl Connections {
     }
 
     /// Closes the idle connections that expired or that their server closed (the health loop
-    /// calls this every second, so an upstream no longer used keeps no sockets open).
+    /// calls this every second, so an upstream no longer used keeps no sockets open). Checked
+    /// under the lock: a check is one poll that finds nothing ready (no system call), so the
+    /// lists are never emptied while requests look for a connection.
     pub fn sweep(&self) {
         let now = Instant::now();
-        let lists: Vec<(u64, Vec<Parked>)> = match self.idle.lock() {
-            Ok(mut map) => map.drain().collect(),
-            Err(_) => return,
+        let closed: Vec<Parked> = {
+            let Ok(mut map) = self.idle.lock() else {
+                return;
+            };
+            let mut closed = Vec::new();
+            for list in map.values_mut() {
+                let mut i = 0;
+                while i < list.len() {
+                    let p = &mut list[i];
+                    if p.until.is_none_or(|u| u > now) && still_open(&mut p.stream) {
+                        i += 1;
+                    } else {
+                        closed.push(list.remove(i));
+                    }
+                }
+            }
+            map.retain(|_, list| !list.is_empty());
+            closed
         };
-        let mut kept: Vec<(u64, Vec<Parked>)> = Vec::with_capacity(lists.len());
-        for (key, list) in lists {
-            let list: Vec<Parked> = list
-                .into_iter()
-                .filter_map(|mut p| {
-                    (p.until.is_none_or(|u| u > now) && still_open(&mut p.stream)).then_some(p)
-                })
-                .collect();
-            if !list.is_empty() {
-                kept.push((key, list));
-            }
-        }
-        if let Ok(mut map) = self.idle.lock() {
-            for (key, mut list) in kept {
-                // Connections parked while the sweep ran are newer: they stay last (taken first).
-                let newer = map.remove(&key).unwrap_or_default();
-                list.extend(newer);
-                let over = list.len().saturating_sub(PER_PEER);
-                list.drain(..over);
-                map.insert(key, list);
-            }
-        }
+        // Closed after the lock is let go.
+        drop(closed);
     }
 
     /// Idle connections kept now, over every peer.
