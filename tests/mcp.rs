@@ -463,6 +463,40 @@ async fn a_tools_result_reaches_the_agent_byte_for_byte() {
 }
 
 #[tokio::test]
+async fn an_agents_params_reach_the_tool_server_as_sent_but_for_the_tools_name() {
+    // The params are the agent's: spacing, key order, escapes and members the gateway does not
+    // read (`_meta`) reach the server as written; only `name` becomes the tool's own name.
+    let gw = gateway(MCP_OPEN).await;
+    let tools = FakeToolServer::start().await;
+    let slug = uniq("params");
+    live_service(&gw, &slug, &tools.url(), 1).await;
+    let params = r#"{ "_meta" : {"progressToken":7}, "arguments":{"text":"caf\u00e9 \"q\"", "z":1, "a":[ ]}, "name":"SLUG__echo"}"#;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{}}}"#,
+        params.replace("SLUG", &slug)
+    );
+    let auth = format!("Bearer {}", gw.key);
+    let r = request(
+        gw.addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body.as_bytes(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().contains(r#""id":5"#), "{}", r.text());
+    let sent = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}}"#,
+        params.replace("SLUG__echo", "echo")
+    );
+    assert_eq!(String::from_utf8(tools.last_call()).unwrap(), sent);
+}
+
+#[tokio::test]
 async fn every_failed_call_is_free() {
     let gw = gateway(MCP_OPEN).await;
     let tools = FakeToolServer::start().await;

@@ -45,6 +45,8 @@ struct State {
     sse: bool,
     sessions: Mutex<Vec<String>>,
     calls: AtomicUsize,
+    /// The body of the last `tools/call` received, as its bytes came.
+    last_call: Mutex<Vec<u8>>,
     /// Forget every session (a restart): the next request with one gets 404.
     forget: AtomicBool,
     /// Offer no tools.
@@ -95,6 +97,7 @@ impl FakeToolServer {
             sse,
             sessions: Mutex::new(Vec::new()),
             calls: AtomicUsize::new(0),
+            last_call: Mutex::new(Vec::new()),
             forget: AtomicBool::new(false),
             empty,
             more: AtomicBool::new(false),
@@ -114,6 +117,11 @@ impl FakeToolServer {
     /// `tools/call` requests received.
     pub fn calls(&self) -> usize {
         self.state.calls.load(Ordering::SeqCst)
+    }
+
+    /// The body of the last `tools/call` request received, byte for byte.
+    pub fn last_call(&self) -> Vec<u8> {
+        self.state.last_call.lock().unwrap().clone()
     }
 
     /// Starts offering a third tool, `shout`.
@@ -237,6 +245,7 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
             }
             "tools/call" => {
                 st.calls.fetch_add(1, Ordering::SeqCst);
+                *st.last_call.lock().unwrap() = req.body.clone();
                 let mode = st.mode.lock().unwrap().clone();
                 let args = &msg["params"]["arguments"];
                 match mode {
