@@ -7,21 +7,24 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use tollgate::ledger::{Ledger, Settlement};
 use tollgate_filters::credits::size_hold;
 
+/// The gateway's default acquire timeout (`storage.acquire_timeout_ms`).
+const ACQUIRE: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn ledgers(rt: &tokio::runtime::Runtime) -> Vec<(String, Ledger)> {
     let dir = std::env::temp_dir().join(format!("tollgate-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut out = vec![(
         "sqlite".to_string(),
-        rt.block_on(Ledger::connect(&format!(
-            "sqlite://{}/bench.db",
-            dir.display()
-        )))
+        rt.block_on(Ledger::connect(
+            &format!("sqlite://{}/bench.db", dir.display()),
+            ACQUIRE,
+        ))
         .unwrap(),
     )];
     if let Ok(url) = std::env::var("TOLLGATE_BENCH_DATABASE_URL") {
         out.push((
             "postgres".to_string(),
-            rt.block_on(Ledger::connect(&url)).unwrap(),
+            rt.block_on(Ledger::connect(&url, ACQUIRE)).unwrap(),
         ));
     }
     out

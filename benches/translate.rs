@@ -11,7 +11,7 @@ use tollgate_filters::openai::completion::rewrite_completion;
 use tollgate_filters::openai::request::{parse_chat_request, upstream_body};
 use tollgate_filters::openai::stream::{StreamRewriter, StreamStep};
 use tollgate_filters::sse::{SseDecoder, SseEvent};
-use tollgate_filters::stream::StreamTranslator;
+use tollgate_filters::translator::StreamTranslator;
 use tollgate_filters::Usage;
 
 const CHUNKS: usize = 500;

@@ -1,31 +1,83 @@
 //! # Tollgate
 //!
-//! A metered LLM API gateway on Pingora: one OpenAI-compatible chat-completions API in front of
-//! many providers, with health-checked failover across upstream pools, usage billed in credits.
+//! A metered LLM API gateway on Pingora: one OpenAI-compatible chat-completions API (and
+//! Anthropic's Messages API) in front of many providers, with health-checked failover across
+//! upstream pools, usage billed in credits, a marketplace of paid MCP tool servers, and plans
+//! sold through Stripe.
 //!
-//! # Layout, in the order a request meets it
-//! 1. [`server`] assembles the Pingora server from the validated [`config`] (one file per TOML
-//!    section) and the [`runtime`] (the config snapshot swapped on SIGHUP, and the state every
-//!    service shares); [`background`] holds one file per background service (store
-//!    connections, health checks, reload, lease rounds, the hold reaper).
-//! 2. [`proxy`] is the Pingora adapter: [`proxy::routes`] is the one route table (404/405
-//!    follow from it); [`proxy::caller`] says who is calling (key, session, guest, admin).
-//! 3. [`limits`] admits the request against its plan's windows (in-process or Redis).
-//! 4. [`chat`] runs a chat request: validate, resolve, route candidates, then [`metering`]
-//!    places the credit hold (against a credit lease when it can), [`chat::forward`] tries
-//!    candidates over the [`upstream`] pools ([`upstream::provider`] says what each provider
-//!    kind means on the wire), [`chat::stream`] relays streams.
-//! 5. [`metering`] settles the hold into the [`ledger`] (one file per table group, SQLite or
-//!    Postgres); [`proxy::respond`] answers; [`proxy::access_log`] records the request in
-//!    [`metrics`].
+//! # Layout: three walks
 //!
-//! Beside the chat path: [`accounts`] (signup, login, keys, usage), [`admin`] (the admin API).
-//! [`clock`] is the one clock. The logic that needs no I/O (validation, SSE, routing, credit
-//! arithmetic, errors) lives in `tollgate-filters`.
+//! Every walk starts in the same place. [`server`] assembled the Pingora server from the
+//! validated [`config`] (one file per TOML section) and the [`runtime`] (the config snapshot
+//! swapped on SIGHUP, and the state every service shares), beside the [`background`] services
+//! (store connections, health checks, reload, lease rounds, the retry of unwritten settlements,
+//! the hold reaper). [`proxy`] is the Pingora adapter: every request is answered from
+//! `request_filter`, where [`proxy::routes`] finds its row in the one route table
+//! ([`proxy::table`]: 404 and 405 follow from it, and who may call and which limit applies), [`auth`] says who is calling (key,
+//! session, guest, admin token), and [`limits`] admits it against its plan's windows
+//! (in-process or Redis) when its row says so.
+//!
+//! ## A chat request: `POST /v1/chat/completions`
+//! 1. [`chat`] reads and validates the body, resolves the model and orders the route
+//!    candidates. `POST /v1/messages` is the same pipeline for a client that speaks Anthropic's
+//!    wire; [`chat::count_tokens`] is what only that API has besides.
+//! 2. [`metering`] places a keyed request's credit hold: against this instance's credit lease
+//!    of the account when it can pay ([`metering::leases`]), else as a hold row in the
+//!    [`ledger`]. The request owns it as its charge ([`metering::charge`], the context's one
+//!    metered slot), topped up before a failover to a pricier candidate.
+//! 3. [`chat::forward`] tries the candidates over the [`upstream`] pools, one [`chat::attempt`]
+//!    per candidate and endpoint: [`upstream::provider`] says what each provider kind means on
+//!    the wire, [`upstream::wire`] makes the exchange, [`chat::translate`] picks the translation
+//!    between the client's wire and the provider's, [`chat::stream`] relays streams. An attempt
+//!    returns what it served; it neither settles nor sends the answer's last bytes.
+//! 4. The pipeline settles the charge once, to what was served, through [`metering`], which
+//!    charges it to the lease in memory (the usage row goes with the next lease round) or to
+//!    the [`ledger`] directly; a settlement the ledger could not take waits in
+//!    [`metering::unsettled`] and is retried. Then it answers: a JSON reply with the balance
+//!    after the charge, or a stream's closing events. The logging hook settles only what a
+//!    dropped future left.
+//! 5. [`request::respond`] answers (every error through `GatewayError`; [`request`] is the
+//!    plumbing every handler shares: the context, body reads, responses); [`proxy::access_log`]
+//!    counts the request in [`metrics`] and hands its log line to [`logging`]'s writer thread.
+//!
+//! ## A tool call: `tools/call` through `POST /mcp`
+//! [`mcp`] is the tool marketplace: developers register paid tool servers and the operator
+//! approves them ([`mcp::registry`]); agents call their tools through `/mcp`.
+//!
+//! 1. The route table lets only API keys in and leaves the plan's limit to the call itself.
+//! 2. [`mcp::endpoint`] reads the JSON-RPC message, finds the tool among the live services
+//!    ([`mcp::cache`], re-read from the [`ledger`] after a short time) and admits the call
+//!    against the caller's plan in [`limits`].
+//! 3. [`metering::tool`] holds the tool's price, on the same credit leases as chat.
+//! 4. [`mcp::upstream`] calls the tool server as an MCP client (the SSRF-checked address, its
+//!    session, a bounded read); the result goes back to the agent as the server sent it.
+//! 5. A call that succeeded is charged its price and its developer credited a share in the
+//!    same write; a failed call is charged nothing.
+//!
+//! ## A Stripe webhook event: `POST /api/v1/billing/webhook`
+//! [`billing`] sells plans and credit packs through Stripe Checkout; nothing is granted until
+//! Stripe's event says it was paid.
+//!
+//! 1. Anyone may call it: [`billing::webhook`] checks Stripe's signature over the raw body
+//!    before anything is parsed (with the [`clock`]'s now).
+//! 2. It finds what was bought: the checkout [`billing::checkout`] created for the caller
+//!    ([`ledger::payments`]), else the session's metadata, else its line items read from
+//!    Stripe ([`billing::stripe_api`]).
+//! 3. [`ledger::payment_events`] applies the event once, in one transaction with its record:
+//!    plan and credits granted, renewed or taken back. A payment no account can be found for
+//!    lands on an anonymous account, which the operator assigns ([`billing::unclaimed`]).
+//! 4. The account's cached keys ([`auth::key_cache`]) are dropped, so its next request
+//!    reads the new plan.
+//!
+//! Beside the walks: [`accounts`] (signup, login, sessions, keys, usage), [`admin`] (the admin
+//! API), [`dashboard`] (the pricing page and the app, served by the gateway itself). The logic
+//! that needs no I/O (validation, translation, SSE, routing, credit arithmetic, the Stripe
+//! signature, errors) lives in [`tollgate_filters`].
 #![forbid(unsafe_code)]
 
 pub mod accounts;
 pub mod admin;
+pub mod auth;
 pub mod background;
 pub mod billing;
 pub mod chat;
@@ -36,10 +88,117 @@ pub mod ledger;
 pub mod limits;
 pub mod logging;
 pub mod mcp;
-pub mod messages;
 pub mod metering;
 pub mod metrics;
 pub mod proxy;
+pub mod request;
 pub mod runtime;
 pub mod server;
 pub mod upstream;
+
+/// The tours cannot drift: every `pub mod` of a crate root and of `ledger` is named in its
+/// module doc as an intra-doc link, and every file under `src/` is named in the README's
+/// architecture map.
+#[cfg(test)]
+mod tour_tests {
+    use std::path::Path;
+
+    /// The `pub mod NAME;` lines of `source` whose `[`NAME`]` its `//!` doc does not name.
+    fn unnamed_mods(source: &str) -> Vec<String> {
+        let doc: String = source
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        source
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("pub mod ")?.strip_suffix(';'))
+            .filter(|name| !doc.contains(&format!("[`{name}`]")))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn the_crate_tour_names_every_module() {
+        let missing = unnamed_mods(include_str!("lib.rs"));
+        assert!(
+            missing.is_empty(),
+            "src/lib.rs's tour does not name {missing:?}"
+        );
+    }
+
+    #[test]
+    fn the_ledger_layout_names_every_module() {
+        let missing = unnamed_mods(include_str!("ledger/mod.rs"));
+        assert!(
+            missing.is_empty(),
+            "src/ledger/mod.rs's # Layout does not name {missing:?}"
+        );
+    }
+
+    /// The README's `## Architecture` section, up to the next `## ` heading.
+    fn architecture(readme: &str) -> &str {
+        let start = readme
+            .find("\n## Architecture\n")
+            .expect("README.md has an ## Architecture section");
+        let rest = &readme[start + 1..];
+        let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+        &rest[..end]
+    }
+
+    /// Whether the map names `path` (relative to `src/`): a top-level file by its path
+    /// (`src/clock.rs`); a folder's `mod.rs` by the folder (`src/limits/`); any other file by
+    /// its path in the diagram (`chat/forward.rs`) or in its folder's own table row (the row
+    /// whose first cell names `src/limits/`), as `shadow.rs` or as `` `shadow` ``. Naming the
+    /// folder alone does not name its files.
+    fn names(map: &str, path: &str) -> bool {
+        let Some((folder, file)) = path.rsplit_once('/') else {
+            return map.contains(&format!("src/{path}"));
+        };
+        if file == "mod.rs" {
+            return map.contains(&format!("`src/{folder}/`"));
+        }
+        let stem = file.trim_end_matches(".rs");
+        map.contains(&format!("{folder}/{file}"))
+            || map
+                .lines()
+                .filter(|row| {
+                    row.split('|')
+                        .nth(1)
+                        .is_some_and(|cell| cell.contains(&format!("`src/{folder}/`")))
+                })
+                .any(|row| row.contains(file) || row.contains(&format!("`{stem}`")))
+    }
+
+    fn rust_files(dir: &Path, under: &str, found: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).expect("src/ is readable") {
+            let path = entry.expect("a directory entry").path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let rel = if under.is_empty() {
+                name.clone()
+            } else {
+                format!("{under}/{name}")
+            };
+            if path.is_dir() {
+                rust_files(&path, &rel, found);
+            } else if name.ends_with(".rs") {
+                found.push(rel);
+            }
+        }
+    }
+
+    #[test]
+    fn the_readme_architecture_map_names_every_source_file() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+        let map = architecture(&readme);
+        let mut files = Vec::new();
+        rust_files(&root.join("src"), "", &mut files);
+        files.sort();
+        let missing: Vec<&String> = files.iter().filter(|f| !names(map, f)).collect();
+        assert!(
+            missing.is_empty(),
+            "README.md's ## Architecture does not name these files of src/: {missing:?}"
+        );
+    }
+}

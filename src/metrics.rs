@@ -22,6 +22,11 @@ pub struct Metrics {
     pub mcp_call_latency: HistogramVec,
     /// Marketplace events by service: registered, approve, reject, suspend, resume.
     pub mcp_events: IntCounterVec,
+    /// Money waiting in memory for the ledger: `settlements` that failed after serving and are
+    /// being retried, `lease_rows` metered against credit leases and not yet written.
+    pub ledger_queued: IntGaugeVec,
+    /// Retries of failed settlements by result (`committed`, `already`, `failed`).
+    pub settlement_retries: IntCounterVec,
 }
 
 impl Metrics {
@@ -139,10 +144,30 @@ impl Metrics {
             &["slug", "event"],
         )
         .expect("static metric definition");
+        let ledger_queued = IntGaugeVec::new(
+            Opts::new(
+                "tollgate_ledger_queued",
+                "Charges waiting in memory for the ledger (failed settlements being retried, leased usage rows not yet written)",
+            ),
+            &["what"],
+        )
+        .expect("static metric definition");
+        let settlement_retries = IntCounterVec::new(
+            Opts::new(
+                "tollgate_settlement_retries_total",
+                "Retries of settlements that failed after serving, by result",
+            ),
+            &["result"],
+        )
+        .expect("static metric definition");
         registry
             .register(Box::new(mcp_call_latency.clone()))
             .expect("unique metric");
+        registry
+            .register(Box::new(ledger_queued.clone()))
+            .expect("unique metric");
         for c in [
+            &settlement_retries,
             &mcp_calls,
             &mcp_events,
             &usage_over_hold,
@@ -181,6 +206,8 @@ impl Metrics {
             mcp_calls,
             mcp_call_latency,
             mcp_events,
+            ledger_queued,
+            settlement_retries,
         }
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use tollgate_filters::{ErrorKind, GatewayError};
 
-use crate::accounts::key_cache::KeyCache;
+use crate::auth::key_cache::KeyCache;
 use crate::config::{Config, Storage};
 use crate::ledger::Ledger;
 use crate::limits::Limiter;
@@ -57,6 +57,9 @@ pub struct Shared {
     /// Token counts running on the blocking pool: one fewer than the cores (at least one), so
     /// that counting never takes every core from the proxy (`chat::tokenize`).
     pub counting: tokio::sync::Semaphore,
+    /// Settlements that failed after serving, retried until they commit
+    /// (`background::unsettled`).
+    pub unsettled: crate::metering::unsettled::Unsettled,
     /// The tool marketplace's per-instance caches (live services, upstream sessions).
     pub mcp: crate::mcp::cache::McpCache,
 }
@@ -64,7 +67,7 @@ pub struct Shared {
 impl Shared {
     pub fn new(runtime: Runtime, config_path: PathBuf) -> Arc<Shared> {
         let storage = runtime.config.storage.clone();
-        let instance = crate::accounts::random_id(10).unwrap_or_else(|_| "instance".into());
+        let instance = crate::auth::random_id(10).unwrap_or_else(|_| "instance".into());
         Arc::new(Shared {
             runtime: ArcSwap::from_pointee(runtime),
             config_path,
@@ -86,6 +89,7 @@ impl Shared {
                 storage.hold_ttl,
                 instance,
             ),
+            unsettled: crate::metering::unsettled::Unsettled::new(storage.max_unsettled),
             storage,
             connector: Connections::default(),
             started: crate::clock::now_secs(),
@@ -116,6 +120,7 @@ impl Shared {
             ledger: self.ledger()?,
             leases: &self.leases,
             metrics: &self.metrics,
+            unsettled: &self.unsettled,
             hold_ttl: self.storage.hold_ttl,
         })
     }

@@ -23,6 +23,7 @@ use crate::background::limiter_sweep::LimiterSweepService;
 use crate::background::reaper::ReaperService;
 use crate::background::reload::ReloadService;
 use crate::background::tool_lists::ToolListService;
+use crate::background::unsettled::UnsettledService;
 use crate::config::Config;
 use crate::proxy::Gateway;
 use crate::runtime::{Runtime, Shared};
@@ -100,6 +101,10 @@ pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, Stri
     server.add_service(background_service(
         "tool lists",
         ToolListService(shared.clone()),
+    ));
+    server.add_service(background_service(
+        "settlement retries",
+        UnsettledService(shared.clone()),
     ));
     server.add_service(background_service(
         "hold reaper",

@@ -7,11 +7,7 @@ use tollgate_testkit::*;
 
 async fn gateway(abuse: &str) -> (FakeOpenAi, Gateway) {
     let fake = FakeOpenAi::start("p").await;
-    let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}",
-        provider("p", &[&fake], ""),
-        model("paid-2024-01-01", "p", "economy", ""),
-    );
+    let cfg = one_model_config(&fake, "paid-2024-01-01");
     let opts = Opts {
         abuse: Some(abuse.into()),
         no_account: true,

@@ -123,9 +123,8 @@ async fn signup_rejects_bad_input_and_writes_nothing() {
 async fn the_signup_grant_is_the_free_plans_grant_credits() {
     let fake = FakeOpenAi::start("p").await;
     let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}[plans.free]\ngrant_credits = 25.5\n",
-        provider("p", &[&fake], ""),
-        model("paid-2024-01-01", "p", "economy", ""),
+        "{}[plans.free]\ngrant_credits = 25.5\n",
+        one_model_config(&fake, "paid-2024-01-01")
     );
     let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let r = post_json(

@@ -124,9 +124,8 @@ async fn the_admin_api_adjusts_credits_and_plans_and_refuses_bad_input() {
 async fn a_plan_added_in_the_config_can_be_assigned_but_guest_cannot() {
     let fake = FakeOpenAi::start("p").await;
     let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}[plans.team]\nrequests_per_hour = 5\n",
-        provider("p", &[&fake], ""),
-        model("paid-2024-01-01", "p", "economy", ""),
+        "{}[plans.team]\nrequests_per_hour = 5\n",
+        one_model_config(&fake, "paid-2024-01-01")
     );
     let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let admin = format!("Bearer {ADMIN_TOKEN}");

@@ -30,25 +30,14 @@ async fn admission_leases_far_from_the_limit_never_exceed_it() {
         tollgate_bin!(),
         &cfg,
         Opts {
-            storage: storage.clone(),
+            storage,
             ..Opts::default()
         },
     )
     .await;
     one.admin_plan(&one.user_id, "business", Some(600), None)
         .await;
-    let two = Gateway::start_opts(
-        tollgate_bin!(),
-        &cfg,
-        Opts {
-            database_url: Some(one.config_db()),
-            redis_prefix: one.redis_prefix(),
-            storage,
-            no_account: true,
-            ..Opts::default()
-        },
-    )
-    .await;
+    let two = one.second(tollgate_bin!(), &cfg).await;
     let send = |addr, key: String| async move {
         let b = serde_json::to_vec(&body()).unwrap();
         request(

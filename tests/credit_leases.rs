@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use tollgate_testkit::books;
 use tollgate_testkit::*;
 
 /// Rates that make the arithmetic exact: 1 credit / 1K input tokens (1,000 µcr a token) and
@@ -38,22 +39,12 @@ async fn leased_credits_on_two_instances_are_exact_and_come_back_when_idle() {
         tollgate_bin!(),
         &cfg,
         Opts {
-            storage: storage.clone(),
-            ..Opts::default()
-        },
-    )
-    .await;
-    let two = Gateway::start_opts(
-        tollgate_bin!(),
-        &cfg,
-        Opts {
-            database_url: Some(one.config_db()),
             storage,
-            no_account: true,
             ..Opts::default()
         },
     )
     .await;
+    let two = one.second(tollgate_bin!(), &cfg).await;
     let initial = one.balance(&one.key).await;
     let mut tasks = Vec::new();
     for i in 0..300 {
@@ -157,22 +148,12 @@ async fn a_stopped_instance_returns_its_lease_at_once() {
         tollgate_bin!(),
         &cfg,
         Opts {
-            storage: storage.clone(),
-            ..Opts::default()
-        },
-    )
-    .await;
-    let two = Gateway::start_opts(
-        tollgate_bin!(),
-        &cfg,
-        Opts {
-            database_url: Some(one.config_db()),
             storage,
-            no_account: true,
             ..Opts::default()
         },
     )
     .await;
+    let two = one.second(tollgate_bin!(), &cfg).await;
     let initial = two.balance(&one.key).await;
     for _ in 0..5 {
         let r = one
@@ -181,12 +162,18 @@ async fn a_stopped_instance_returns_its_lease_at_once() {
         assert_eq!(r.status, 200);
     }
     assert!(holds_by(&one, "lease").await >= 4);
-    assert!(
-        two.balance(&one.key).await < initial - 5 * 27_000,
-        "the other instance sees the lease as held"
-    );
+    // One balance: the other instance counts the lease's unspent part as the account's
+    // (stale by at most one lease round).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(two.balance(&one.key).await, initial - 5 * 27_000);
+    assert_eq!(books::lease_rows(&one.config_db(), &one.user_id).await, 1);
     one.signal("TERM");
     one.child.wait().unwrap();
+    assert_eq!(
+        books::lease_rows(&one.config_db(), &one.user_id).await,
+        0,
+        "the lease went back at shutdown"
+    );
     assert_eq!(
         two.balance(&one.key).await,
         initial - 5 * 27_000,
@@ -212,16 +199,7 @@ async fn a_stream_in_flight_at_sigterm_is_charged_before_the_lease_goes_back() {
         },
     )
     .await;
-    let two = Gateway::start_opts(
-        tollgate_bin!(),
-        &cfg,
-        Opts {
-            database_url: Some(one.config_db()),
-            no_account: true,
-            ..Opts::default()
-        },
-    )
-    .await;
+    let two = one.second(tollgate_bin!(), &cfg).await;
     let initial = two.balance(&one.key).await;
     let (addr, key) = (one.addr, one.key.clone());
     let stream = tokio::spawn(async move {

@@ -9,6 +9,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tollgate_filters::tokens;
+use tollgate_testkit::books;
 use tollgate_testkit::*;
 
 /// Rates that make the arithmetic exact: 1 credit / 1K input tokens (1,000 µcr a token) and
@@ -476,16 +477,7 @@ async fn two_hundred_concurrent_requests_on_two_instances_never_overdraw() {
         },
     )
     .await;
-    let two = Gateway::start_opts(
-        tollgate_bin!(),
-        &cfg,
-        Opts {
-            database_url: Some(one.config_db()),
-            no_account: true,
-            ..Opts::default()
-        },
-    )
-    .await;
+    let two = one.second(tollgate_bin!(), &cfg).await;
     assert_eq!(one.balance(&one.key).await, initial);
     let mut tasks = Vec::new();
     for i in 0..200 {
@@ -550,22 +542,12 @@ async fn a_crashed_instances_hold_is_released_and_never_doubled() {
         tollgate_bin!(),
         &cfg,
         Opts {
-            storage: storage.clone(),
-            ..Opts::default()
-        },
-    )
-    .await;
-    let survivor = Gateway::start_opts(
-        tollgate_bin!(),
-        &cfg,
-        Opts {
-            database_url: Some(doomed.config_db()),
             storage,
-            no_account: true,
             ..Opts::default()
         },
     )
     .await;
+    let survivor = doomed.second(tollgate_bin!(), &cfg).await;
     let key = doomed.key.clone();
     let initial = survivor.balance(&key).await;
 
@@ -578,13 +560,18 @@ async fn a_crashed_instances_hold_is_released_and_never_doubled() {
     let mut buf = [0u8; 1024];
     let n = s.read(&mut buf).await.unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
-    // The hold is visible from the other instance, then the instance dies mid-request.
-    assert!(survivor.balance(&key).await < initial);
+    // The lease the stream holds against is in the ledger (the other instance counts its
+    // unspent part as balance: one balance), then the instance dies mid-request.
+    let db = doomed.config_db();
+    assert_eq!(books::lease_rows(&db, &doomed.user_id).await, 1);
+    assert_eq!(survivor.balance(&key).await, initial);
     doomed.child.kill().unwrap();
     doomed.child.wait().unwrap();
 
     let t = Instant::now();
-    while survivor.balance(&key).await != initial {
+    while books::read(&db, &doomed.user_id).await.holds != 0
+        || survivor.balance(&key).await != initial
+    {
         assert!(
             t.elapsed() < Duration::from_secs(8),
             "hold not released: {}",

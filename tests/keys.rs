@@ -137,23 +137,9 @@ async fn keys_are_issued_listed_and_revoked_and_bad_keys_are_refused() {
 #[tokio::test]
 async fn revoked_key_is_refused_on_a_second_instance_within_5_seconds() {
     let fake = FakeOpenAi::start("p").await;
-    let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}",
-        provider("p", &[&fake], ""),
-        model("m", "p", "economy", "")
-    );
+    let cfg = one_model_config(&fake, "m");
     let a = Gateway::start(tollgate_bin!(), &cfg).await;
-    let shared_db = a.config_db();
-    let b = Gateway::start_opts(
-        tollgate_bin!(),
-        &cfg,
-        Opts {
-            database_url: Some(shared_db),
-            no_account: true,
-            ..Opts::default()
-        },
-    )
-    .await;
+    let b = a.second(tollgate_bin!(), &cfg).await;
     let body = json!({"model":"m","messages":user("hi")});
     // B has the key cached as valid.
     assert_eq!(b.chat_as(Some(&a.key), &body).await.status, 200);

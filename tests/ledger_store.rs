@@ -34,7 +34,9 @@ const LEASE_EXPIRY: i64 = 1 << 50;
 #[tokio::test]
 async fn lease_rounds_are_idempotent_and_survive_a_reaped_lease() {
     let dir = temp_dir();
-    let ledger = Ledger::connect(&database_url(&dir)).await.unwrap();
+    let ledger = Ledger::connect(&database_url(&dir), std::time::Duration::from_secs(2))
+        .await
+        .unwrap();
     let account = format!("usr_{}", unique_email().replace(['@', '.', '+'], "_"));
     ledger
         .create_account(&account, None, None, 1_000_000, None, 0)
@@ -137,7 +139,9 @@ async fn lease_rounds_are_idempotent_and_survive_a_reaped_lease() {
 #[tokio::test]
 async fn expired_sessions_are_deleted_and_live_ones_kept() {
     let dir = temp_dir();
-    let ledger = Ledger::connect(&database_url(&dir)).await.unwrap();
+    let ledger = Ledger::connect(&database_url(&dir), std::time::Duration::from_secs(2))
+        .await
+        .unwrap();
     let account = format!("usr_{}", unique_email().replace(['@', '.', '+'], "_"));
     ledger
         .create_account(&account, None, None, 0, None, 0)
@@ -165,7 +169,9 @@ async fn expired_sessions_are_deleted_and_live_ones_kept() {
 #[tokio::test]
 async fn a_hold_is_topped_up_exactly_or_not_at_all() {
     let dir = temp_dir();
-    let ledger = Ledger::connect(&database_url(&dir)).await.unwrap();
+    let ledger = Ledger::connect(&database_url(&dir), std::time::Duration::from_secs(2))
+        .await
+        .unwrap();
     let account = format!("usr_{}", unique_email().replace(['@', '.', '+'], "_"));
     ledger
         .create_account(&account, None, None, 1_000_000, None, 0)
@@ -216,4 +222,94 @@ async fn a_hold_is_topped_up_exactly_or_not_at_all() {
     let reaped = ledger.release_expired_holds(6_000).await.unwrap();
     assert_eq!(reaped, 2);
     assert_eq!(balance(&ledger).await, 1_000_000);
+}
+
+/// What the fault handling asks of the store, on whichever store the tests run against: a
+/// retried settlement is written once (its row already there: nothing changes), a hold whose
+/// write reported an error is cancelled and refunded once, and the leases' unspent part is
+/// what their rows hold.
+#[tokio::test]
+async fn a_retried_settlement_is_written_once_and_a_cancelled_hold_refunded_once() {
+    let dir = temp_dir();
+    let ledger = Ledger::connect(&database_url(&dir), std::time::Duration::from_secs(2))
+        .await
+        .unwrap();
+    let account = format!("usr_{}", unique_email().replace(['@', '.', '+'], "_"));
+    ledger
+        .create_account(&account, None, None, 1_000_000, None, 0)
+        .await
+        .unwrap()
+        .unwrap();
+    let size = |wanted: i64| HoldSize {
+        prompt_cost: 0,
+        wanted,
+        minimum: wanted,
+        output_per_1k: 0,
+        choices: 1,
+    };
+    let balance = |ledger: &Ledger| {
+        let (ledger, account) = (ledger.clone(), account.clone());
+        async move { ledger.account(&account).await.unwrap().unwrap().balance }
+    };
+    let req = format!("req_retry_{account}");
+    assert!(ledger
+        .hold(&req, &account, &size(50_000), LEASE_EXPIRY)
+        .await
+        .unwrap()
+        .is_some());
+    let s = Settlement {
+        hold_id: req.clone(),
+        request_id: req.clone(),
+        account_id: account.clone(),
+        key_id: None,
+        model_requested: "m".into(),
+        model_used: Some("m".into()),
+        provider: Some("p".into()),
+        prompt_tokens: 1,
+        completion_tokens: 1,
+        cost: 7_000,
+        status: 200,
+        latency_ms: 1,
+        now_ms: 1,
+        hold_note: None,
+        tool: None,
+    };
+    let first = ledger.settle_once(&s).await.unwrap().unwrap();
+    assert_eq!((first.charged, first.balance), (7_000, 993_000));
+    assert_eq!(
+        ledger.settle_once(&s).await.unwrap(),
+        None,
+        "already written"
+    );
+    assert_eq!(balance(&ledger).await, 993_000, "charged once");
+    let (rows, spent) = ledger.usage_totals(&account).await.unwrap();
+    assert_eq!((rows, spent), (1, 7_000));
+
+    // A hold to cancel, and one that was never written.
+    let held = format!("req_cancel_{account}");
+    ledger
+        .hold(&held, &account, &size(20_000), LEASE_EXPIRY)
+        .await
+        .unwrap();
+    assert_eq!(balance(&ledger).await, 973_000);
+    assert!(ledger.cancel_hold(&held).await.unwrap());
+    assert!(!ledger.cancel_hold(&held).await.unwrap(), "refunded once");
+    assert!(!ledger.cancel_hold("req_never_written").await.unwrap());
+    assert_eq!(balance(&ledger).await, 993_000);
+
+    // Leases (ids `lease_…`) count as unspent balance; request holds do not.
+    let lease = format!("lease_one_{account}");
+    ledger
+        .hold(&lease, &account, &size(100_000), LEASE_EXPIRY)
+        .await
+        .unwrap();
+    ledger
+        .hold(&held, &account, &size(10_000), LEASE_EXPIRY)
+        .await
+        .unwrap();
+    assert_eq!(ledger.leased(&account).await.unwrap(), 100_000);
+    assert_eq!(
+        balance(&ledger).await + ledger.leased(&account).await.unwrap(),
+        983_000
+    );
 }

@@ -7,21 +7,15 @@ use tollgate_testkit::*;
 
 const ABUSE: &str = "[abuse]\nsignups_per_hour = 50\nsignups_per_day = 50\nlogins_per_hour = 1000\nlogins_per_day = 1000\nlogin_failures_per_email = 5\n";
 
-async fn gateway(cfg: &str, extra: Opts) -> Gateway {
+/// The throttle of [`ABUSE`], and 127.0.0.1 a trusted proxy (each guess names its address in
+/// `X-Forwarded-For`).
+async fn gateway(cfg: &str) -> Gateway {
     let opts = Opts {
         abuse: Some(ABUSE.into()),
         trusted: Some("127.0.0.1/32".into()),
-        ..extra
+        ..Opts::default()
     };
     Gateway::start_opts(tollgate_bin!(), cfg, opts).await
-}
-
-fn config(fake: &FakeOpenAi) -> String {
-    format!(
-        "{FAST_TIMEOUTS}{}{}",
-        provider("p", &[fake], ""),
-        model("paid-2024-01-01", "p", "economy", ""),
-    )
 }
 
 async fn login(addr: std::net::SocketAddr, from: &str, email: &str, password: &str) -> Response {
@@ -52,22 +46,11 @@ async fn sign_up(gw: &Gateway, email: &str) {
 #[tokio::test]
 async fn two_hundred_concurrent_guesses_from_many_addresses_check_at_most_five_passwords() {
     let fake = FakeOpenAi::start("p").await;
-    let cfg = config(&fake);
-    let one = gateway(&cfg, Opts::default()).await;
+    let cfg = one_model_config(&fake, "paid-2024-01-01");
+    let one = gateway(&cfg).await;
     // With Redis a second instance shares the counters, and the guesses are split between them.
     let two = match redis_url() {
-        Some(_) => Some(
-            gateway(
-                &cfg,
-                Opts {
-                    database_url: Some(one.config_db()),
-                    redis_prefix: one.redis_prefix(),
-                    no_account: true,
-                    ..Opts::default()
-                },
-            )
-            .await,
-        ),
+        Some(_) => Some(one.second(tollgate_bin!(), &cfg).await),
         None => None,
     };
     let addrs: Vec<_> = std::iter::once(one.addr)
@@ -113,7 +96,7 @@ async fn two_hundred_concurrent_guesses_from_many_addresses_check_at_most_five_p
 #[tokio::test]
 async fn a_successful_login_clears_the_emails_failures() {
     let fake = FakeOpenAi::start("p").await;
-    let gw = gateway(&config(&fake), Opts::default()).await;
+    let gw = gateway(&one_model_config(&fake, "paid-2024-01-01")).await;
     let email = unique_email();
     sign_up(&gw, &email).await;
     for _ in 0..4 {

@@ -33,11 +33,7 @@ async fn with_cookie(
 #[tokio::test]
 async fn an_operators_session_uses_the_admin_api_and_nobody_elses_does() {
     let fake = FakeOpenAi::start("p").await;
-    let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}",
-        provider("p", &[&fake], ""),
-        model("m-2024-01-01", "p", "economy", ""),
-    );
+    let cfg = one_model_config(&fake, "m-2024-01-01");
     let gw = Gateway::start_opts(
         tollgate_bin!(),
         &cfg,
@@ -197,9 +193,8 @@ async fn plans_list_limits_credits_prices_and_what_is_for_sale() {
     let fake = FakeOpenAi::start("p").await;
     let stripe = FakeStripe::start().await;
     let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}[billing]\nstripe_api_base = \"{}\"\n[billing.credit_packs.small]\ncredits = 1000\nstripe_price = \"price_small\"\nprice_label = \"$10\"\n",
-        provider("p", &[&fake], ""),
-        model("m-2024-01-01", "p", "economy", ""),
+        "{}[billing]\nstripe_api_base = \"{}\"\n[billing.credit_packs.small]\ncredits = 1000\nstripe_price = \"price_small\"\nprice_label = \"$10\"\n",
+        one_model_config(&fake, "m-2024-01-01"),
         stripe.base()
     );
     let gw = Gateway::start_opts(
@@ -260,11 +255,7 @@ async fn plans_list_limits_credits_prices_and_what_is_for_sale() {
 #[tokio::test]
 async fn a_signed_in_dashboard_reads_the_lists_without_spending_the_guest_limit() {
     let fake = FakeOpenAi::start("p").await;
-    let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}",
-        provider("p", &[&fake], ""),
-        model("m-2024-01-01", "p", "economy", "")
-    );
+    let cfg = one_model_config(&fake, "m-2024-01-01");
     let gw = Gateway::start_opts(
         tollgate_bin!(),
         &cfg,

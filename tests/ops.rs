@@ -169,11 +169,7 @@ async fn metrics_and_health_endpoints_report_traffic_and_providers() {
 async fn sighup_reloads_without_dropping_a_request_in_flight() {
     let fake = FakeOpenAi::start("p").await;
     fake.set_mode(Mode::Slow(Duration::from_millis(150)));
-    let before = format!(
-        "{FAST_TIMEOUTS}{}{}",
-        provider("p", &[&fake], ""),
-        model("m1", "p", "economy", "")
-    );
+    let before = one_model_config(&fake, "m1");
     let gw = Gateway::start(tollgate_bin!(), &before).await;
     let addr = gw.addr;
     let key = gw.key.clone();
@@ -332,11 +328,7 @@ async fn served_model_listing_survives_garbage_requests() {
 #[tokio::test]
 async fn the_log_has_no_colour_codes_off_a_terminal_and_is_json_on_request() {
     let fake = FakeOpenAi::start("p").await;
-    let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}",
-        provider("p", &[&fake], ""),
-        model("m-2024-01-01", "p", "economy", "")
-    );
+    let cfg = one_model_config(&fake, "m-2024-01-01");
     for json_lines in [false, true] {
         let server_extra = if json_lines {
             "log_format = \"json\"\n".to_string()
@@ -381,7 +373,48 @@ async fn the_log_has_no_colour_codes_off_a_terminal_and_is_json_on_request() {
             assert_eq!(line["message"], "chat completion");
             assert_eq!(line["level"], "INFO");
             assert_eq!(line["status"], 200);
+            assert_eq!(line["route"], "chat");
+            // Metered against the account's credit lease: logged as leased, not yet as
+            // charged (the lease's next round commits its usage row).
+            assert!(
+                line["leased_micros"].as_i64().is_some_and(|m| m > 0),
+                "{line}"
+            );
+            assert!(line.get("charged_micros").is_none(), "{line}");
             assert_eq!(line["model_used"], "m-2024-01-01");
+            // The Messages API goes through the same pipeline and gets the same line.
+            let auth = format!("Bearer {}", gw.key);
+            let body = json!({"model": "m-2024-01-01", "max_tokens": 16,
+                "messages": [{"role": "user", "content": "hi"}]});
+            let r = request(
+                gw.addr,
+                "POST",
+                "/v1/messages",
+                &[
+                    ("Authorization", auth.as_str()),
+                    ("Content-Type", "application/json"),
+                ],
+                &serde_json::to_vec(&body).unwrap(),
+            )
+            .await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            let id = r.header("x-request-id").unwrap().to_string();
+            let mut found = None;
+            for _ in 0..100 {
+                found = gw
+                    .log()
+                    .lines()
+                    .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                    .find(|l| l["request_id"] == id.as_str() && l["message"] == "chat completion");
+                if found.is_some() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let line = found
+                .unwrap_or_else(|| panic!("no access-log line for /v1/messages: {}", gw.log()));
+            assert_eq!(line["route"], "messages");
+            assert_eq!(line["status"], 200);
         }
     }
     // A bad format is refused with its path.

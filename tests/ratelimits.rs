@@ -136,11 +136,7 @@ async fn pro_has_no_daily_cap_and_per_account_overrides_win() {
 #[tokio::test]
 async fn exactly_the_limit_is_admitted_under_300_concurrent_requests() {
     let fake = FakeOpenAi::start("p").await;
-    let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}",
-        provider("p", &[&fake], ""),
-        model("m", "p", "economy", "")
-    );
+    let cfg = one_model_config(&fake, "m");
     let one = Gateway::start_opts(
         tollgate_bin!(),
         &cfg,
@@ -154,19 +150,7 @@ async fn exactly_the_limit_is_admitted_under_300_concurrent_requests() {
         .await;
     // With Redis, a second instance shares the counters; in-process counters are per instance.
     let two = if redis_url().is_some() {
-        Some(
-            Gateway::start_opts(
-                tollgate_bin!(),
-                &cfg,
-                Opts {
-                    database_url: Some(one.config_db()),
-                    redis_prefix: one.redis_prefix(),
-                    no_account: true,
-                    ..Opts::default()
-                },
-            )
-            .await,
-        )
+        Some(one.second(tollgate_bin!(), &cfg).await)
     } else {
         None
     };

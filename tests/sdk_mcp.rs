@@ -24,9 +24,8 @@ async fn the_official_mcp_sdk_lists_and_calls_tools_through_the_gateway() {
     let stateless = FastMcpServer::start(&py, true).await;
     let fake = FakeOpenAi::start("p").await;
     let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}[mcp]\nallow_private_upstreams = true\n",
-        provider("p", &[&fake], ""),
-        model("m-2024-01-01", "p", "economy", ""),
+        "{}[mcp]\nallow_private_upstreams = true\n",
+        one_model_config(&fake, "m-2024-01-01")
     );
     let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let (_dev, dev_key) = gw.signup(&unique_email()).await;

@@ -32,9 +32,8 @@ async fn the_official_stripe_sdk_and_the_gateway_agree_on_signatures() {
     let stripe = FakeStripe::start().await;
     let fake = FakeOpenAi::start("p").await;
     let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}[billing]\nstripe_api_base = \"{}\"\nsecret_key_env = \"TOLLGATE_TEST_STRIPE_KEY\"\nwebhook_secret_env = \"TOLLGATE_TEST_STRIPE_WEBHOOK_SECRET\"\n[billing.credit_packs.small]\ncredits = 1000\nstripe_price = \"price_small\"\n",
-        provider("p", &[&fake], ""),
-        model("m-2024-01-01", "p", "economy", ""),
+        "{}[billing]\nstripe_api_base = \"{}\"\nsecret_key_env = \"TOLLGATE_TEST_STRIPE_KEY\"\nwebhook_secret_env = \"TOLLGATE_TEST_STRIPE_WEBHOOK_SECRET\"\n[billing.credit_packs.small]\ncredits = 1000\nstripe_price = \"price_small\"\n",
+        one_model_config(&fake, "m-2024-01-01"),
         stripe.base()
     );
     let gw = Gateway::start(tollgate_bin!(), &cfg).await;

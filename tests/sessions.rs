@@ -112,11 +112,7 @@ async fn login_gives_a_session_cookie_that_works_until_logout_and_wrong_password
 #[tokio::test]
 async fn logins_are_limited_per_address_across_e_mails() {
     let fake = FakeOpenAi::start("p").await;
-    let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}",
-        provider("p", &[&fake], ""),
-        model("paid-2024-01-01", "p", "economy", ""),
-    );
+    let cfg = one_model_config(&fake, "paid-2024-01-01");
     let opts = Opts {
         abuse: Some("[abuse]\nlogins_per_hour = 20\n".into()),
         ..Opts::default()
@@ -161,11 +157,7 @@ async fn logins_are_limited_per_address_across_e_mails() {
 #[tokio::test]
 async fn the_session_cookie_is_secure_when_the_gateway_is_served_over_https() {
     let fake = FakeOpenAi::start("p").await;
-    let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}",
-        provider("p", &[&fake], ""),
-        model("paid-2024-01-01", "p", "economy", ""),
-    );
+    let cfg = one_model_config(&fake, "paid-2024-01-01");
     let gw = Gateway::start_opts(
         tollgate_bin!(),
         &cfg,

@@ -5,7 +5,7 @@
 //! totals are rounded up once per request, never per token, so a request is never charged more
 //! than a thousandth of a micro-credit above its exact price.
 
-use crate::openai::raw;
+use crate::json::raw;
 use crate::openai::request::ChatRequest;
 use crate::Usage;
 

@@ -31,6 +31,10 @@ pub enum ErrorKind {
     ToolServerCheckFailed,
 }
 
+/// `Retry-After` of a 503: the stores' acquire timeout is 2 s by default, and a store back
+/// from an outage serves again within a few seconds.
+pub const SERVICE_UNAVAILABLE_RETRY_SECS: u64 = 2;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayError {
     pub kind: ErrorKind,
@@ -83,6 +87,17 @@ impl GatewayError {
         match self.kind {
             ErrorKind::RateLimited { retry_after } => Some(retry_after.max(1)),
             _ => None,
+        }
+    }
+
+    /// The `Retry-After` header's seconds: a rate limit's wait, and for a 503 (a store or the
+    /// limiter that cannot answer right now; they recover within seconds) a short one, so
+    /// that clients back off instead of retrying at once. Only a rate limit puts it in the
+    /// body too (SPEC.md: `error.retry_after` is present on rate-limit errors).
+    pub fn retry_after_header(&self) -> Option<u64> {
+        match self.kind {
+            ErrorKind::ServiceUnavailable => Some(SERVICE_UNAVAILABLE_RETRY_SECS),
+            _ => self.retry_after(),
         }
     }
 
@@ -169,5 +184,15 @@ mod tests {
         assert_eq!(e.to_value()["error"]["retry_after"], 1);
         let e = GatewayError::invalid("x");
         assert!(e.to_value()["error"].get("retry_after").is_none());
+        assert_eq!(e.retry_after_header(), None);
+    }
+
+    #[test]
+    fn a_503_carries_a_retry_after_header_but_no_body_field() {
+        let e = GatewayError::new(ErrorKind::ServiceUnavailable, "store down");
+        assert_eq!(e.retry_after_header(), Some(SERVICE_UNAVAILABLE_RETRY_SECS));
+        assert!(e.to_value()["error"].get("retry_after").is_none());
+        let e = GatewayError::new(ErrorKind::RateLimited { retry_after: 7 }, "slow");
+        assert_eq!(e.retry_after_header(), Some(7));
     }
 }

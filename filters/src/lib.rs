@@ -12,27 +12,45 @@
 //! - [`openai`]: the OpenAI chat-completions wire format:
 //!   - [`openai::request`] checks a chat-completions body against SPEC.md's request table and
 //!     rewrites it for an upstream (model name, `stream_options`, `max_tokens`), reading the
-//!     body in place through [`openai::raw`] (no JSON tree) and splicing the rewrite;
+//!     body in place through [`json::raw`] (no JSON tree) and splicing the rewrite;
 //!   - [`openai::stream`] rewrites an upstream SSE stream per event for the client (model name,
 //!     usage chunk kept or stripped, final chunk shape) and captures usage;
 //!   - [`openai::completion`] does the same for a whole reply; both copy bytes through one
-//!     member splicer (`openai/splice.rs`).
+//!     member splicer (`json/splice.rs`).
+//! - [`json`]: JSON read where it lies (members as slices of the body) and bodies spliced from
+//!   those slices, for every wire format.
+//! - [`anthropic`]: Anthropic's Messages API both ways: an OpenAI request translated for a
+//!   Claude provider and its reply translated back, and a `/v1/messages` request validated and
+//!   mirrored into OpenAI form for the pipeline.
 //! - [`route`]: the model catalog (pinned ids, aliases, tiers, deprecation) and the ordered
 //!   route candidates over a health snapshot.
 //! - [`credits`]: integer micro-credit arithmetic: the hold's size before forwarding, the cost
 //!   at settlement.
 //! - [`sse`]: the incremental Server-Sent Events decoder (events split at any byte, bounded
-//!   buffer) that feeds [`openai::stream`].
+//!   buffer) that feeds a stream translator.
+//! - [`translator`]: what the stream relay asks of a translator
+//!   ([`translator::StreamTranslator`]),
+//!   implemented by [`openai::stream`] and [`anthropic::stream`].
 //! - [`tokens`]: the BPE tokenizer fallback when an upstream reports no usage.
 //! - [`error`]: the one error type of the gateway and its mapping to HTTP status and
 //!   `{"error":{…}}` JSON. Every error a client sees is built here.
 //! - [`time`]: civil dates for the config and HTTP date headers (`Sunset`).
+//!
+//! Beside the chat path:
+//! - [`changelog`]: the model changelog (scheduled alias changes, deprecations and
+//!   retirements) as dated entries, and the notice an alias change needs.
+//! - [`mcp`]: the tool marketplace's pure parts: JSON-RPC messages, `{slug}__{tool}` names,
+//!   tool definitions and call results as the live check and billing judge them, the
+//!   developer's share, and the addresses a tool server may not have.
+//! - [`stripe`]: the webhook signature check (the clock passed in), the form encoding of API
+//!   requests, and the event fields the webhook reads.
 #![forbid(unsafe_code)]
 
 pub mod anthropic;
 pub mod changelog;
 pub mod credits;
 pub mod error;
+pub mod json;
 pub mod keys;
 pub mod mcp;
 pub mod net;
@@ -40,10 +58,10 @@ pub mod openai;
 pub mod ratelimit;
 pub mod route;
 pub mod sse;
-pub mod stream;
 pub mod stripe;
 pub mod time;
 pub mod tokens;
+pub mod translator;
 
 pub use error::{ErrorKind, GatewayError};
 
@@ -136,5 +154,29 @@ mod tests {
         };
         assert_eq!(u.total(), u64::MAX);
         assert_eq!(u.to_json()["total_tokens"], u64::MAX);
+    }
+}
+
+/// The tour cannot drift: every `pub mod` of this crate is named in its doc as an intra-doc
+/// link.
+#[cfg(test)]
+mod tour_tests {
+    #[test]
+    fn the_crate_tour_names_every_module() {
+        let source = include_str!("lib.rs");
+        let doc: String = source
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let missing: Vec<&str> = source
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("pub mod ")?.strip_suffix(';'))
+            .filter(|name| !doc.contains(&format!("[`{name}`]")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "filters/src/lib.rs's tour does not name {missing:?}"
+        );
     }
 }

@@ -5,11 +5,11 @@ use serde_json::json;
 use tollgate_filters::{keys, ErrorKind, GatewayError};
 
 use super::{random_bytes, random_id, MAX_ACCOUNT_BODY};
+use crate::auth::caller::Caller;
 use crate::ledger::NewKey;
-use crate::proxy::body;
-use crate::proxy::caller::Caller;
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::respond;
+use crate::request::body;
+use crate::request::ctx::RequestCtx;
+use crate::request::respond;
 use crate::runtime::Shared;
 
 /// A fresh key: the secret (shown once) and what is stored.

@@ -1,5 +1,5 @@
-//! `GET /api/v1/auth/me`: the account as its holder sees it: balance (this instance's lease
-//! included), plan, its limits and the requests left in the current windows, this month's
+//! `GET /api/v1/auth/me`: the account as its holder sees it: balance (what every credit lease
+//! has not spent included), plan, its limits and the requests left in the current windows, this month's
 //! spend, and whether it is an operator.
 
 use pingora::proxy::Session;
@@ -9,9 +9,9 @@ use tollgate_filters::ratelimit::{PlanLimits, HOUR_MS};
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::account_json;
-use crate::proxy::caller::Caller;
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::respond;
+use crate::auth::caller::Caller;
+use crate::request::ctx::RequestCtx;
+use crate::request::respond;
 use crate::runtime::Shared;
 
 pub async fn me(
@@ -22,12 +22,13 @@ pub async fn me(
 ) -> Result<(), GatewayError> {
     let account_id = caller.account()?;
     let ledger = shared.ledger()?;
-    // This instance's leased settlements written first, its lease's unheld part shown.
+    // This instance's leased settlements written first; what every instance's lease has not
+    // spent is part of the balance, so each instance shows the same one.
     let round = shared.leases.flush(ledger, account_id).await?;
     let mut a = ledger.account(account_id).await?.ok_or_else(|| {
         GatewayError::new(ErrorKind::Authentication, "the account no longer exists")
     })?;
-    a.balance += shared.leases.available(account_id);
+    a.balance += ledger.leased(account_id).await?;
     drop(round);
     let rt = shared.runtime.load_full();
     let limits: PlanLimits = rt

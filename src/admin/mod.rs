@@ -1,6 +1,6 @@
 //! The admin API (`/api/v1/admin/*`): an account's view (by id, or found by e-mail), credit
 //! adjustments and plan. The route table admits only the admin token or an operator's session
-//! (`proxy::caller::admin`). Credit changes are
+//! (`auth::caller::admin`). Credit changes are
 //! ledger entries, never silent updates.
 
 use pingora::proxy::Session;
@@ -9,12 +9,13 @@ use tollgate_filters::credits::from_credits;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use crate::accounts::account_json;
-use crate::proxy::body;
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::respond;
+use crate::request::body;
+use crate::request::ctx::RequestCtx;
+use crate::request::respond;
 use crate::runtime::Shared;
 
-/// `GET accounts/{id}`: balance (this instance's lease included), plan, limits and usage.
+/// `GET accounts/{id}`: balance (what every lease has not spent included), plan, limits and
+/// usage.
 pub async fn account(
     shared: &Shared,
     session: &mut Session,
@@ -24,7 +25,7 @@ pub async fn account(
     let ledger = shared.ledger()?;
     let round = shared.leases.flush(ledger, id).await?;
     let mut a = ledger.account(id).await?.ok_or_else(|| no_account(id))?;
-    a.balance += shared.leases.available(id);
+    a.balance += ledger.leased(id).await?;
     let (rows, spent) = ledger.usage_totals(id).await?;
     drop(round);
     let mut v = account_json(&a);

@@ -31,6 +31,11 @@ impl BackgroundService for LeaseService {
                 _ = leases.wake.notified() => {}
             }
             leases.tick(&ledger).await;
+            self.0
+                .metrics
+                .ledger_queued
+                .with_label_values(&["lease_rows"])
+                .set(leases.pending_rows() as i64);
         }
         // Until the process ends (Pingora stops this runtime after the grace period): a lease
         // still serving a request then expires and the reaper refunds it, having lost at most

@@ -1,4 +1,4 @@
-//! Connecting the ledger store.
+//! Connecting the ledger store, then checkpointing SQLite's write-ahead log.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +8,9 @@ use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 
 use crate::runtime::Shared;
+
+/// How often SQLite's write-ahead log is checkpointed into the database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
 /// Connects the ledger store inside Pingora's long-lived runtime (retrying until it answers)
 /// and publishes it to the request path.
@@ -19,7 +22,7 @@ impl BackgroundService for LedgerService {
         let url = self.0.storage.database_url.clone();
         let mut wait = Duration::from_millis(200);
         let ledger = loop {
-            match crate::ledger::Ledger::connect(&url).await {
+            match crate::ledger::Ledger::connect(&url, self.0.storage.acquire_timeout).await {
                 Ok(l) => break l,
                 Err(e) => {
                     tracing::error!("ledger store unreachable, retrying in {wait:?}: {e}");
@@ -35,6 +38,16 @@ impl BackgroundService for LedgerService {
             backend = ledger.backend(),
             "ledger store connected and migrated"
         );
-        let _ = self.0.ledger.set(ledger);
+        let _ = self.0.ledger.set(ledger.clone());
+        // SQLite's checkpoints, off the commits (see `Ledger::connect`).
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tokio::time::sleep(CHECKPOINT_EVERY) => {}
+            }
+            if let Err(e) = ledger.checkpoint().await {
+                tracing::warn!("ledger checkpoint failed, will retry: {e}");
+            }
+        }
     }
 }

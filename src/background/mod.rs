@@ -1,7 +1,8 @@
 //! The background services, one file each, all on Pingora's long-lived runtimes (the sqlx and
 //! redis pools must be created inside one): connecting the ledger ([`ledger`]) and the counter
 //! store ([`counters`]), health checks ([`health`]), the SIGHUP reload ([`reload`]), the
-//! credit-lease rounds ([`leases`]), the hold reaper ([`reaper`]), the sweep of the
+//! credit-lease rounds ([`leases`]), the retry of settlements that failed after serving
+//! ([`unsettled`]), the hold reaper ([`reaper`]), the sweep of the
 //! in-process rate-limit counters ([`limiter_sweep`]) and the refresh of tool servers' tool
 //! lists ([`tool_lists`]).
 
@@ -13,6 +14,7 @@ pub mod limiter_sweep;
 pub mod reaper;
 pub mod reload;
 pub mod tool_lists;
+pub mod unsettled;
 
 use std::time::Duration;
 

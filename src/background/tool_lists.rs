@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
+use tollgate_filters::mcp::ServiceState;
 
 use super::ledger_when_connected;
 use crate::mcp::registry::live_check;
@@ -29,7 +30,7 @@ impl BackgroundService for ToolListService {
                 _ = shutdown.changed() => return,
                 _ = tokio::time::sleep(every) => {}
             }
-            let live = match ledger.services(None, Some("live")).await {
+            let live = match ledger.services(None, Some(ServiceState::Live)).await {
                 Ok(l) => l,
                 Err(e) => {
                     tracing::warn!("tool-list refresh: cannot read the services: {e}");
@@ -42,8 +43,8 @@ impl BackgroundService for ToolListService {
                         let now = crate::clock::now_ms();
                         let r = ledger.set_service_status(
                             &s.slug,
-                            &["live"],
-                            "live",
+                            &[ServiceState::Live],
+                            ServiceState::Live,
                             Some(&tools),
                             now,
                         );

@@ -9,11 +9,11 @@ use tollgate_filters::stripe::form;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::{billing_config, stripe_api};
+use crate::auth::caller::Caller;
 use crate::config::plans::{FREE, GUEST};
 use crate::ledger::payments::Checkout;
-use crate::proxy::caller::Caller;
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::{body, respond};
+use crate::request::ctx::RequestCtx;
+use crate::request::{body, respond};
 use crate::runtime::Shared;
 
 /// What is being bought.

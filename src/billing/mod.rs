@@ -16,10 +16,10 @@ use tollgate_filters::credits::to_credits;
 use tollgate_filters::stripe::form;
 use tollgate_filters::{ErrorKind, GatewayError};
 
+use crate::auth::caller::Caller;
 use crate::config::{Billing, Config};
-use crate::proxy::caller::Caller;
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::respond;
+use crate::request::ctx::RequestCtx;
+use crate::request::respond;
 use crate::runtime::Shared;
 
 /// The `[billing]` section, or 503 when this gateway sells nothing.

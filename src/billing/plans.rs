@@ -7,8 +7,8 @@ use tollgate_filters::credits::to_credits;
 use tollgate_filters::GatewayError;
 
 use crate::config::plans::{FREE, GUEST};
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::respond;
+use crate::request::ctx::RequestCtx;
+use crate::request::respond;
 use crate::runtime::Shared;
 
 pub async fn plans(

@@ -9,8 +9,8 @@ use tollgate_filters::credits::to_credits;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use crate::ledger::payments::Assigned;
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::{body, respond};
+use crate::request::ctx::RequestCtx;
+use crate::request::{body, respond};
 use crate::runtime::Shared;
 
 /// `GET /api/v1/admin/billing/unclaimed`.

@@ -15,8 +15,8 @@ use tollgate_filters::{ErrorKind, GatewayError};
 use super::{billing_config, stripe_api};
 use crate::config::{Billing, Config};
 use crate::ledger::payment_events::{Applied, CheckoutPaid, Clawback, Renewal, SubscriptionChange};
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::{body, respond};
+use crate::request::ctx::RequestCtx;
+use crate::request::{body, respond};
 use crate::runtime::Shared;
 
 /// Stripe's events are a few kilobytes; this leaves room for large line-item lists.

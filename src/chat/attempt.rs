@@ -1,23 +1,20 @@
 //! One attempt: one candidate model on one endpoint of its pool. Take a pooled connection from
 //! Pingora's connector, write the rewritten request, read the response head, and either fail
-//! over (connect error, timeout, 5xx, 429), hand a 400-class rejection to the client, or serve
-//! the reply (JSON here; streams in `stream.rs`).
+//! over (connect error, timeout, 5xx, 429), hand a 400-class rejection to the client, or return
+//! what it served (JSON here; streams in `stream.rs`) for the pipeline to settle and answer.
 
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use pingora::proxy::Session;
 use pingora::upstreams::peer::HttpPeer;
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::ModelSpec;
 use tollgate_filters::{tokens, GatewayError, Usage};
 
-use super::settle::settle;
 use super::tokenize::off_thread;
 use super::translate;
 use crate::config::Timeouts;
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::respond;
+use crate::request::ctx::{Delivery, RequestCtx};
 use crate::runtime::Shared;
 use crate::upstream::head::Request;
 use crate::upstream::wire::{self, Response};
@@ -29,35 +26,107 @@ const MAX_UPSTREAM_JSON: usize = 32 * 1024 * 1024;
 /// Why one attempt did not produce a response.
 pub enum AttemptError {
     /// Nothing reached the client: try the next endpoint or candidate.
-    Failover {
-        reason: &'static str,
-        detail: String,
-    },
+    Failover { reason: Failover, detail: String },
     /// The upstream refused the request itself (a 400-class answer another provider would
     /// give too): tell the client.
     Client(GatewayError),
 }
 
-/// What a failover reason means, in words a client may read: never an address or a
-/// provider's own error text (those go to the log).
-pub fn reason_in_words(reason: &str) -> &'static str {
-    match reason {
-        "connect" => "could not be connected to",
-        "send" | "read" | "timeout_or_read" => "dropped the connection or went silent",
-        "timeout" => "did not answer in time",
-        "5xx" => "answered with a server error",
-        "429" => "was rate limited",
-        "4xx" => "refused the gateway's request",
-        "bad_reply" => "sent a reply that is not a valid completion",
-        "error_event" => "sent an error instead of output",
-        "early_eof" => "closed the stream before any output",
-        "overloaded" => "was overloaded",
-        "untranslatable" => "cannot take this request in its wire format",
-        _ => "failed",
+/// Why a candidate (or one endpoint of it) was left for the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failover {
+    Connect,
+    Send,
+    Read,
+    /// The upstream went silent or dropped the connection before the stream's first output.
+    TimeoutOrRead,
+    Timeout,
+    ServerError,
+    RateLimited,
+    /// A 4xx other than a rejection of the request itself (our key, the model upstream).
+    Refused,
+    BadReply,
+    ErrorEvent,
+    EarlyEof,
+    /// Anthropic's 529 or `overloaded_error`.
+    Overloaded,
+    /// The candidate's wire format cannot carry this request.
+    Untranslatable,
+    /// The credit hold cannot buy one output token of the candidate.
+    Unaffordable,
+    /// The request to the upstream could not be written (a header the wire refuses).
+    RequestBuild,
+    /// The response head for the client could not be built.
+    Internal,
+}
+
+impl Failover {
+    pub const ALL: [Failover; 16] = [
+        Failover::Connect,
+        Failover::Send,
+        Failover::Read,
+        Failover::TimeoutOrRead,
+        Failover::Timeout,
+        Failover::ServerError,
+        Failover::RateLimited,
+        Failover::Refused,
+        Failover::BadReply,
+        Failover::ErrorEvent,
+        Failover::EarlyEof,
+        Failover::Overloaded,
+        Failover::Untranslatable,
+        Failover::Unaffordable,
+        Failover::RequestBuild,
+        Failover::Internal,
+    ];
+
+    /// The `reason` label of `tollgate_failovers_total` and `tollgate_upstream_attempts_total`
+    /// (unchanged since these were strings).
+    pub fn label(self) -> &'static str {
+        match self {
+            Failover::Connect => "connect",
+            Failover::Send => "send",
+            Failover::Read => "read",
+            Failover::TimeoutOrRead => "timeout_or_read",
+            Failover::Timeout => "timeout",
+            Failover::ServerError => "5xx",
+            Failover::RateLimited => "429",
+            Failover::Refused => "4xx",
+            Failover::BadReply => "bad_reply",
+            Failover::ErrorEvent => "error_event",
+            Failover::EarlyEof => "early_eof",
+            Failover::Overloaded => "overloaded",
+            Failover::Untranslatable => "untranslatable",
+            Failover::Unaffordable => "unaffordable",
+            Failover::RequestBuild => "request_build",
+            Failover::Internal => "internal",
+        }
+    }
+
+    /// What it means, in words a client may read: never an address or a provider's own error
+    /// text (those go to the log).
+    pub fn words(self) -> &'static str {
+        match self {
+            Failover::Connect => "could not be connected to",
+            Failover::Send | Failover::Read | Failover::TimeoutOrRead => {
+                "dropped the connection or went silent"
+            }
+            Failover::Timeout => "did not answer in time",
+            Failover::ServerError => "answered with a server error",
+            Failover::RateLimited => "was rate limited",
+            Failover::Refused => "refused the gateway's request",
+            Failover::BadReply => "sent a reply that is not a valid completion",
+            Failover::ErrorEvent => "sent an error instead of output",
+            Failover::EarlyEof => "closed the stream before any output",
+            Failover::Overloaded => "was overloaded",
+            Failover::Untranslatable => "cannot take this request in its wire format",
+            Failover::Unaffordable => "costs more than the credit hold can pay",
+            Failover::RequestBuild | Failover::Internal => "failed",
+        }
     }
 }
 
-pub fn failover(reason: &'static str, detail: impl std::fmt::Display) -> AttemptError {
+pub fn failover(reason: Failover, detail: impl std::fmt::Display) -> AttemptError {
     AttemptError::Failover {
         reason,
         detail: detail.to_string(),
@@ -107,7 +176,7 @@ impl Attempt<'_> {
             }
             Ok(r.body(&self.body))
         };
-        build().map_err(|e| failover("request_build", e))
+        build().map_err(|e| failover(Failover::RequestBuild, e))
     }
 
     /// Opens (or reuses) a connection, sends the request and reads the response head (a
@@ -118,8 +187,8 @@ impl Attempt<'_> {
         wire::exchange(connector, &self.dest.peer, &request)
             .await
             .map_err(|e| match e {
-                wire::Failure::Connect(e) => failover("connect", e),
-                wire::Failure::Exchange(e) => failover("send", e),
+                wire::Failure::Connect(e) => failover(Failover::Connect, e),
+                wire::Failure::Exchange(e) => failover(Failover::Send, e),
             })
     }
 
@@ -129,22 +198,27 @@ impl Attempt<'_> {
         up.release(&self.shared.connector, peer, peer.options.idle_timeout);
     }
 
-    /// Records in the context which model and provider served the request, at which rates.
-    pub fn served(&self, ctx: &mut RequestCtx) {
+    /// Records in the context which model and provider served the request, at which rates,
+    /// with `usage` (what a stream has used is known only at its end).
+    pub fn served(&self, ctx: &mut RequestCtx, usage: Usage, usage_counted: bool) {
         let m = self.dest.model;
-        ctx.model_used = Some(m.id.clone());
-        ctx.provider = Some(self.dest.pool.provider.name.clone());
-        ctx.rates = Some(m.rates());
+        ctx.served = Some(Delivery {
+            model: m.id.clone(),
+            provider: self.dest.pool.provider.name.clone(),
+            rates: m.rates(),
+            usage,
+            usage_counted,
+        });
         ctx.status = 200;
     }
 
-    /// A non-streaming attempt: the whole reply within `deadline`, rewritten, settled, sent.
+    /// A non-streaming attempt: the whole reply within `deadline`, rewritten in the client's
+    /// format; returns it, for the pipeline to settle and send.
     pub async fn json(
         &self,
-        session: &mut Session,
         ctx: &mut RequestCtx,
         deadline: Instant,
-    ) -> Result<(), AttemptError> {
+    ) -> Result<Vec<u8>, AttemptError> {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let exchange = async {
             let mut up = self.send(&ctx.request_id).await?;
@@ -155,11 +229,11 @@ impl Attempt<'_> {
                     Ok(Some(b)) => {
                         buf.extend_from_slice(&b);
                         if buf.len() > MAX_UPSTREAM_JSON {
-                            return Err(failover("bad_reply", "upstream reply too large"));
+                            return Err(failover(Failover::BadReply, "upstream reply too large"));
                         }
                     }
                     Ok(None) => break,
-                    Err(e) => return Err(failover("read", e)),
+                    Err(e) => return Err(failover(Failover::Read, e)),
                 }
             }
             Ok((up, buf))
@@ -172,7 +246,7 @@ impl Attempt<'_> {
             Ok(r) => r?,
             Err(_) => {
                 return Err(failover(
-                    "timeout",
+                    Failover::Timeout,
                     format!("no complete reply within {remaining:?}"),
                 ))
             }
@@ -186,7 +260,7 @@ impl Attempt<'_> {
             text = Some(t.to_owned());
             Usage::default()
         })
-        .map_err(|e| failover("bad_reply", e))?;
+        .map_err(|e| failover(Failover::BadReply, e))?;
         if let (true, Some(text)) = (counted, text) {
             // No usage from the upstream: count off the proxy thread (the tokenizer is loaded on
             // first use, and a hostile text is long), then write the counted usage in.
@@ -199,15 +273,10 @@ impl Attempt<'_> {
             .await
             .unwrap_or_default();
             (out, usage, _) = translate::reply(wire, kind, &buf, model, |_| counted)
-                .map_err(|e| failover("bad_reply", e))?;
+                .map_err(|e| failover(Failover::BadReply, e))?;
         }
-        self.served(ctx);
-        ctx.usage = Some(usage);
-        ctx.usage_counted = counted;
-        // JSON responses carry the balance after settlement, so settle before answering.
-        settle(self.shared, ctx).await;
-        respond::send(session, ctx, 200, "application/json", out, &[]).await;
-        Ok(())
+        self.served(ctx, usage, counted);
+        Ok(out)
     }
 }
 
@@ -219,11 +288,11 @@ pub async fn check_status(up: &mut Response, deadline: Duration) -> Result<(), A
         return Ok(());
     }
     let reason = match status {
-        429 => "429",
+        429 => Failover::RateLimited,
         // Anthropic's "overloaded": fail over, and say so if every candidate was.
-        529 => "overloaded",
-        500..=599 => "5xx",
-        _ => "4xx",
+        529 => Failover::Overloaded,
+        500..=599 => Failover::ServerError,
+        _ => Failover::Refused,
     };
     if matches!(status, 400 | 413 | 422) {
         // Read a bounded amount of the reason for the client, for a bounded time.
@@ -246,4 +315,23 @@ pub async fn check_status(up: &mut Response, deadline: Duration) -> Result<(), A
         ))));
     }
     Err(failover(reason, format!("upstream answered {status}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Failover::{self, *};
+
+    #[test]
+    fn each_failover_has_its_own_label_and_words_a_client_may_read() {
+        let all = Failover::ALL;
+        let labels: std::collections::HashSet<&str> = all.iter().map(|f| f.label()).collect();
+        assert_eq!(labels.len(), all.len(), "metric labels are distinct");
+        for f in all {
+            assert!(!f.words().is_empty());
+            // Words for a client: no address, no status code of the provider's own.
+            assert!(!f.words().contains("://"), "{f:?}");
+        }
+        assert_eq!(ServerError.label(), "5xx");
+        assert_eq!(RateLimited.label(), "429");
+    }
 }

@@ -1,16 +1,18 @@
 //! `POST /v1/chat/completions`, and `POST /v1/messages` (the same pipeline for a client that
 //! speaks Anthropic's Messages API, `ctx.wire`): the pipeline of one chat request.
 //!
-//! authenticate → rate limit → read and validate the body → resolve the model → route
-//! candidates → credit hold → forward ([`forward`]: one [`attempt`] per candidate and endpoint,
-//! streams in [`stream`]) → settle ([`settle`]). A request that fails anywhere after the hold
+//! (the caller authenticated and admitted by the route table) → read and validate the body → resolve the model → route
+//! candidates → credit hold (the request's charge) → forward ([`forward`]: one [`attempt`] per
+//! candidate and endpoint, streams in [`stream`], each returning what it served) → settle, once
+//! → answer. A request that fails anywhere after the hold
 //! is settled too (at zero cost when no output was produced), so every held request ends with
 //! exactly one usage row. [`models`] serves the model lists.
 
 pub mod attempt;
+pub mod count_tokens;
+pub mod demo;
 pub mod forward;
 pub mod models;
-pub mod settle;
 pub mod stream;
 pub mod tokenize;
 pub mod translate;
@@ -23,34 +25,49 @@ use tollgate_filters::route::{ModelSpec, Target};
 use tollgate_filters::time::http_date;
 use tollgate_filters::{ErrorKind, GatewayError};
 
+use crate::auth::caller::Caller;
 use crate::config::ProviderKind;
 use crate::ledger::KeyAuth;
-use crate::metering::{self, Budget, Hold, HoldRequest};
-use crate::proxy::body;
-use crate::proxy::caller::{self, Caller};
-use crate::proxy::ctx::{RequestCtx, Wire};
+use crate::metering::charge::Charge;
+use crate::metering::{self, Hold, HoldRequest};
+use crate::request::ctx::{RequestCtx, Wire};
+use crate::request::{body, respond};
 use crate::runtime::Shared;
 
+/// Runs a chat request of `caller` (resolved and admitted by the route table).
 pub async fn handle(
     shared: &Shared,
     session: &mut Session,
     ctx: &mut RequestCtx,
+    caller: &Caller,
 ) -> Result<(), GatewayError> {
-    let result = pipeline(shared, session, ctx).await;
+    let result = pipeline(shared, session, ctx, caller).await;
     if let Err(e) = &result {
         ctx.status = e.status();
     }
-    settle::settle(shared, ctx).await;
-    result
+    // The one settlement on the request path, once what was served is known and before the
+    // answer's last bytes: a JSON answer carries the balance after it, and a stream's closing
+    // events (`[DONE]`, `message_stop`) come after it, so a client that reads its balance then
+    // sees the charge (DESIGN.md, Rules: One balance). A failure before any output settles at
+    // nothing.
+    if ctx.metered.is_some() {
+        ctx.settle(&shared.meter()?).await;
+    }
+    match result? {
+        forward::Reply::Json(body) => {
+            respond::send(session, ctx, 200, "application/json", body, &[]).await;
+        }
+        forward::Reply::Stream(s) => stream::close(*s, shared, session, ctx).await,
+    }
+    Ok(())
 }
 
 async fn pipeline(
     shared: &Shared,
     session: &mut Session,
     ctx: &mut RequestCtx,
-) -> Result<(), GatewayError> {
-    let caller = caller::authenticate(shared, session, false).await?;
-    caller::admit(shared, session, ctx, &caller).await?;
+    caller: &Caller,
+) -> Result<forward::Reply, GatewayError> {
     let rt = shared.runtime.load_full();
     let raw = body::read(
         session,
@@ -116,10 +133,9 @@ async fn pipeline(
         (Some(original), Some(ProviderKind::OpenAi)) => original.check_openai_translatable()?,
         _ => {}
     }
-    let budget = match &caller {
-        Caller::Key(key) => Some(hold(shared, ctx, key, catalog.model(candidates[0]), &req).await?),
-        _ => None,
-    };
+    if let Caller::Key(key) = caller {
+        hold(shared, ctx, key, catalog.model(candidates[0]), &req).await?;
+    }
     if let Some(n) = resolution.notice {
         ctx.set_header("Deprecation", format!("@{}", n.deprecated_at));
         ctx.set_header("Sunset", http_date(n.retires_at));
@@ -130,20 +146,19 @@ async fn pipeline(
         req: &req,
         anthropic,
         candidates: &candidates,
-        budget,
     };
     forward::run(&f, session, ctx).await
 }
 
-/// Places the credit hold of a keyed request, sized for its first candidate; returns what it
-/// pays for.
+/// Places the credit hold of a keyed request, sized for its first candidate, as the request's
+/// charge (`ctx.metered`).
 async fn hold(
     shared: &Shared,
     ctx: &mut RequestCtx,
     key: &KeyAuth,
     first: &ModelSpec,
     req: &ChatRequest<'_>,
-) -> Result<Budget, GatewayError> {
+) -> Result<(), GatewayError> {
     let meter = shared.meter()?;
     let ask = HoldRequest {
         request_id: &ctx.request_id,
@@ -161,8 +176,8 @@ async fn hold(
             balance,
         } => {
             ctx.set_header("X-Credits-Remaining", format_credits(balance));
-            ctx.hold = Some(hold);
-            Ok(budget)
+            ctx.metered = Some(Charge::new(hold, budget));
+            Ok(())
         }
         Hold::Refused { balance } => {
             if let Some(b) = balance {

@@ -10,9 +10,8 @@ use tollgate_filters::time::format_date;
 use tollgate_filters::GatewayError;
 
 use crate::config::ProviderKind;
-use crate::proxy::caller::{self, Caller};
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::respond;
+use crate::request::ctx::RequestCtx;
+use crate::request::respond;
 use crate::runtime::Shared;
 
 /// Which list.
@@ -23,20 +22,13 @@ pub enum Listing {
     Changelog,
 }
 
-/// Serves a list; a guest's request counts against the guest limit, a key's does not.
+/// Serves a list (a guest's request was counted against the guest limit by the route table).
 pub async fn handle(
     shared: &Shared,
     session: &mut Session,
     ctx: &mut RequestCtx,
     listing: Listing,
 ) -> Result<(), GatewayError> {
-    // A guest's view of the lists counts against the guest limit (they are the map for a
-    // scraper); a key or a signed-in dashboard session does not. The changelog is an
-    // announcement and never counts.
-    let caller = caller::authenticate(shared, session, true).await?;
-    if matches!(caller, Caller::Guest) && !matches!(listing, Listing::Changelog) {
-        caller::admit(shared, session, ctx, &Caller::Guest).await?;
-    }
     let rt = shared.runtime.load();
     let now = crate::clock::now_secs();
     let body = match listing {

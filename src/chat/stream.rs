@@ -5,8 +5,10 @@
 //!    costs nothing;
 //! 2. [`commit`]: the 200 head and what the first events produced go to the client;
 //! 3. [`relay`]: events rewritten as they come, SSE comments while the upstream is quiet;
-//! 4. [`finish`]: the usage (the upstream's own, else the tokenizer over what was delivered),
-//!    the closing events, the connection back to the pool.
+//! 4. [`finish`]: the usage (the upstream's own, else the tokenizer over what was delivered)
+//!    and the closing events, returned unsent as a [`Streamed`]: the pipeline settles the
+//!    charge first, then [`close`] writes them (so a client that reads its balance at `[DONE]`
+//!    sees the charge) and gives the connection back to the pool.
 //!
 //! After the commit there is no failing over: a broken stream ends with an SSE error event and
 //! is metered for what was delivered.
@@ -15,16 +17,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use pingora::proxy::Session;
+use pingora::upstreams::peer::HttpPeer;
 use tollgate_filters::openai::stream::StreamStep;
 use tollgate_filters::sse::{SseDecoder, SseEvent};
-use tollgate_filters::stream::StreamTranslator;
+use tollgate_filters::translator::StreamTranslator;
 use tollgate_filters::{tokens, GatewayError, Usage};
 
-use super::attempt::{check_status, failover, Attempt, AttemptError};
+use super::attempt::{check_status, failover, Attempt, AttemptError, Failover};
 use super::tokenize::off_thread;
 use super::translate;
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::respond;
+use crate::request::ctx::RequestCtx;
+use crate::request::respond;
+use crate::runtime::Shared;
 use crate::upstream::wire::Response;
 
 /// Largest single SSE event accepted from an upstream.
@@ -81,17 +85,48 @@ struct Relay {
     write_limit: Duration,
 }
 
+/// A stream that was served up to its closing events, which wait for the settlement.
+pub struct Streamed {
+    up: Response,
+    /// The closing events (the finish, the usage, `[DONE]` / `message_stop`, or an error
+    /// event); `None`: the client is gone.
+    tail: Option<Vec<u8>>,
+    /// The upstream finished cleanly: drain it and pool its connection.
+    reusable: bool,
+    write_limit: Duration,
+    peer: HttpPeer,
+}
+
 pub async fn run(
     a: &Attempt<'_>,
     session: &mut Session,
     ctx: &mut RequestCtx,
-) -> Result<(), AttemptError> {
+) -> Result<Streamed, AttemptError> {
     let (mut relay, first) = open(a, ctx).await?;
-    a.served(ctx);
+    a.served(ctx, Usage::default(), false);
     commit(&mut relay, session, ctx, first).await?;
     self::relay(&mut relay, a, session).await;
-    finish(relay, a, session, ctx).await;
-    Ok(())
+    Ok(finish(relay, a, ctx).await)
+}
+
+/// Phase 5, after the settlement: the closing events to the client, and the connection back to
+/// the pool once drained.
+pub async fn close(s: Streamed, shared: &Shared, session: &mut Session, ctx: &mut RequestCtx) {
+    if let Some(tail) = s.tail {
+        if !send(session, Bytes::from(tail), true, s.write_limit).await {
+            ctx.client_gone = true;
+        }
+    }
+    if s.reusable {
+        let mut up = s.up;
+        let drained = tokio::time::timeout(Duration::from_secs(1), async {
+            while let Ok(Some(_)) = up.read_body().await {}
+        })
+        .await;
+        if drained.is_ok() {
+            up.release(&shared.connector, &s.peer, s.peer.options.idle_timeout);
+        }
+    }
 }
 
 /// Phase 1: the response head, then events until one carries output. Chunks before it (the
@@ -101,7 +136,7 @@ async fn open(a: &Attempt<'_>, ctx: &RequestCtx) -> Result<(Relay, Vec<u8>), Att
     let sent = a.send(&ctx.request_id);
     let mut up = match tokio::time::timeout(timeouts.stream_chunk, sent).await {
         Ok(r) => r?,
-        Err(_) => return Err(failover("timeout", "no response head in time")),
+        Err(_) => return Err(failover(Failover::Timeout, "no response head in time")),
     };
     check_status(&mut up, timeouts.stream_chunk).await?;
     let mut r = Relay {
@@ -129,16 +164,16 @@ async fn open(a: &Attempt<'_>, ctx: &RequestCtx) -> Result<(Relay, Vec<u8>), Att
             &mut r.gone,
         )
         .await
-        .map_err(|e| failover("timeout_or_read", e))?;
+        .map_err(|e| failover(Failover::TimeoutOrRead, e))?;
         let Some(piece) = piece else {
             return Err(failover(
-                "early_eof",
+                Failover::EarlyEof,
                 "upstream closed the stream before any output",
             ));
         };
         r.decoder
             .push(&piece, &mut r.events)
-            .map_err(|e| failover("bad_reply", e))?;
+            .map_err(|e| failover(Failover::BadReply, e))?;
         for ev in r.events.drain(..) {
             match r.rewriter.on_event(ev.event.as_deref(), &ev.data) {
                 StreamStep::Emit(b) => pending.extend_from_slice(&b),
@@ -146,9 +181,9 @@ async fn open(a: &Attempt<'_>, ctx: &RequestCtx) -> Result<(Relay, Vec<u8>), Att
                 StreamStep::UpstreamError(e) if !r.rewriter.has_output() => {
                     let overloaded = e["type"] == "overloaded_error";
                     let reason = if overloaded {
-                        "overloaded"
+                        Failover::Overloaded
                     } else {
-                        "error_event"
+                        Failover::ErrorEvent
                     };
                     return Err(failover(reason, e));
                 }
@@ -175,7 +210,10 @@ async fn commit(
 ) -> Result<(), AttemptError> {
     let Some(mut h) = respond::header(200, ctx, &[]) else {
         // Nothing has reached the client yet: the next candidate may do better.
-        return Err(failover("internal", "could not build response header"));
+        return Err(failover(
+            Failover::Internal,
+            "could not build response header",
+        ));
     };
     let _ = h.insert_header("Content-Type", "text/event-stream");
     let _ = h.insert_header("Cache-Control", "no-cache");
@@ -240,14 +278,14 @@ async fn relay(r: &mut Relay, a: &Attempt<'_>, session: &mut Session) {
     }
 }
 
-/// Phase 4: metering, the closing events, and the connection back to the pool.
-async fn finish(mut r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut RequestCtx) {
+/// Phase 4: what the stream used, and its closing events (not sent yet: see [`close`]).
+async fn finish(mut r: Relay, a: &Attempt<'_>, ctx: &mut RequestCtx) -> Streamed {
     // The upstream's own usage when it sent one, else the tokenizer over what was actually
     // delivered.
+    let counted = r.rewriter.upstream_usage().is_none();
     let usage = match r.rewriter.upstream_usage() {
         Some(u) => u,
         None => {
-            ctx.usage_counted = true;
             let messages = a.req.get("messages").map(|m| m.get().to_owned());
             let text = r.rewriter.delivered_text().to_owned();
             off_thread(a.shared, move || Usage {
@@ -259,10 +297,17 @@ async fn finish(mut r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut 
             .unwrap_or_default()
         }
     };
-    ctx.usage = Some(usage);
+    a.served(ctx, usage, counted);
     ctx.client_gone = r.gone;
+    let mut streamed = Streamed {
+        tail: None,
+        reusable: false,
+        write_limit: r.write_limit,
+        peer: a.dest.peer.clone(),
+        up: r.up,
+    };
     if r.gone {
-        return;
+        return streamed;
     }
     let mut tail = Vec::new();
     match &r.failure {
@@ -284,20 +329,9 @@ async fn finish(mut r: Relay, a: &Attempt<'_>, session: &mut Session, ctx: &mut 
         }
         None => tail.extend_from_slice(&r.rewriter.close(usage)),
     }
-    if !send(session, Bytes::from(tail), true, r.write_limit).await {
-        ctx.client_gone = true;
-    }
-    if r.failure.is_none() && r.done {
-        // Drain to the end so the connection can go back to the pool.
-        let mut up = r.up;
-        let drained = tokio::time::timeout(Duration::from_secs(1), async {
-            while let Ok(Some(_)) = up.read_body().await {}
-        })
-        .await;
-        if drained.is_ok() {
-            a.release(up);
-        }
-    }
+    streamed.tail = Some(tail);
+    streamed.reusable = r.failure.is_none() && r.done;
+    streamed
 }
 
 /// Writes a piece of the stream to the client within `limit`; false when the client is gone or

@@ -8,11 +8,11 @@ use tollgate_filters::anthropic::completion::{
 use tollgate_filters::anthropic::stream::{FromOpenAi, Passthrough, ToOpenAi};
 use tollgate_filters::openai::completion::rewrite_completion;
 use tollgate_filters::openai::stream::StreamRewriter;
-use tollgate_filters::stream::StreamTranslator;
+use tollgate_filters::translator::StreamTranslator;
 use tollgate_filters::Usage;
 
 use crate::config::ProviderKind;
-use crate::proxy::ctx::Wire;
+use crate::request::ctx::Wire;
 
 /// A non-streaming reply for the client: the body, its usage, and whether that usage was
 /// counted (`count` gets the reply's text when the provider reported none).

@@ -195,6 +195,24 @@ replacement = "zzz"
     }
 
     #[test]
+    fn store_fault_settings_are_checked() {
+        let errs = parse("[storage]\nacquire_timeout_ms = 0\nmax_unsettled = 0\n").unwrap_err();
+        let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
+        assert!(paths.contains(&"storage.acquire_timeout_ms"), "{paths:?}");
+        assert!(paths.contains(&"storage.max_unsettled"), "{paths:?}");
+        assert!(parse("[storage]\nacquire_timeout_ms = 60001\n").is_err());
+        let c = parse("[storage]\nacquire_timeout_ms = 500\n").unwrap();
+        assert_eq!(
+            c.storage.acquire_timeout,
+            std::time::Duration::from_millis(500)
+        );
+        assert!(
+            parse("[storage]\nacquire_timeout_ms = \"2s\"\n").is_err(),
+            "a number"
+        );
+    }
+
+    #[test]
     fn unknown_keys_and_syntax_errors_are_refused() {
         assert!(parse("[server]\nlisten_on = \"x\"").is_err());
         assert!(parse("[[models]\n").is_err());

@@ -34,6 +34,12 @@ pub struct StorageSection {
     /// Admission leases with Redis (src/limits/redis.rs): admissions reserved per Redis round
     /// trip while an account is far from its limits. 0: every request is checked in Redis.
     pub rate_limit_lease: u64,
+    /// How long a request waits for a ledger connection (and SQLite for its write lock) before
+    /// it is answered 503: a store that cannot answer fails fast instead of holding requests.
+    pub acquire_timeout_ms: u64,
+    /// Settlements that failed after serving wait in memory and are retried until they commit;
+    /// past this many waiting, new metered requests are refused (503) until they drain.
+    pub max_unsettled: usize,
 }
 
 impl Default for StorageSection {
@@ -50,6 +56,8 @@ impl Default for StorageSection {
             lease_sync_ms: 20,
             lease_idle_secs: 2.0,
             rate_limit_lease: 64,
+            acquire_timeout_ms: 2_000,
+            max_unsettled: 100_000,
         }
     }
 }
@@ -97,6 +105,8 @@ pub struct Storage {
     pub lease_sync: Duration,
     pub lease_idle: Duration,
     pub rate_limit_lease: u64,
+    pub acquire_timeout: Duration,
+    pub max_unsettled: usize,
 }
 
 impl StorageSection {
@@ -126,6 +136,12 @@ impl StorageSection {
         }
         if self.lease_holds > 1_000_000 {
             errs.push(err("storage.lease_holds", "must be 0 (off) to 1000000"));
+        }
+        if !(100..=60_000).contains(&self.acquire_timeout_ms) {
+            errs.push(err("storage.acquire_timeout_ms", "must be 100 to 60000"));
+        }
+        if !(1..=10_000_000).contains(&self.max_unsettled) {
+            errs.push(err("storage.max_unsettled", "must be 1 to 10000000"));
         }
         if self.redis_timeout_ms == 0 {
             errs.push(err("storage.redis_timeout_ms", "must be above 0"));
@@ -159,6 +175,8 @@ impl StorageSection {
             lease_sync: Duration::from_millis(self.lease_sync_ms.max(1)),
             lease_idle,
             rate_limit_lease: self.rate_limit_lease,
+            acquire_timeout: Duration::from_millis(self.acquire_timeout_ms),
+            max_unsettled: self.max_unsettled,
         }
     }
 }

@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 use pingora::proxy::Session;
 use tollgate_filters::{ErrorKind, GatewayError};
 
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::respond;
+use crate::request::ctx::RequestCtx;
+use crate::request::respond;
 use crate::runtime::Shared;
 
 /// What the shell may load: its own assets only (the CSV download is a `blob:` link the user

@@ -76,7 +76,9 @@ macro_rules! settle_on {
             .bind(tool.map(|t| t.developer_id.as_str())).bind(tool.map(|t| t.developer_credits));
         match $pays {
             None => {
-                let row = q.fetch_one($p).await?;
+                // Run to its end (the `ledger` module doc): fetching one row of an
+                // autocommit statement would drop a failed commit on SQLite.
+                let row = q.fetch_all($p).await?.into_iter().next().ok_or(sqlx::Error::RowNotFound)?;
                 (row.try_get("credits")?, row.try_get("balance_after")?)
             }
             Some(t) => {
@@ -119,7 +121,7 @@ impl Ledger {
                      RETURNING amount, balance_after",
                 )
                 .bind(hold_id).bind(size.wanted).bind(expires_at).bind(account_id).bind(size.minimum)
-                .fetch_optional(p).await?
+                .fetch_all(p).await?.into_iter().next()
                 .map(|r| Ok::<_, StoreError>((r.try_get("amount")?, r.try_get("balance_after")?)))
                 .transpose()?
             }
@@ -133,7 +135,7 @@ impl Ledger {
                      SELECT $1, $4, scratch, $3, balance FROM a RETURNING amount, balance_after",
                 )
                 .bind(hold_id).bind(size.wanted).bind(expires_at).bind(account_id).bind(size.minimum)
-                .fetch_optional(p).await?
+                .fetch_all(p).await?.into_iter().next()
                 .map(|r| Ok::<_, StoreError>((r.try_get("amount")?, r.try_get("balance_after")?)))
                 .transpose()?
             }
@@ -189,6 +191,36 @@ impl Ledger {
         Ok(Settled {
             charged: row.0,
             balance: row.1,
+        })
+    }
+
+    /// [`Ledger::settle`] for a settlement that failed before (a retry): `None`, and nothing
+    /// written, when its usage row is already there (the earlier commit went through and only
+    /// its acknowledgement was lost), so a retry never charges twice. Only the one retry pass
+    /// of this instance writes a given request's settlement, so the check cannot race.
+    pub async fn settle_once(&self, s: &Settlement) -> Result<Option<Settled>> {
+        let written = on_pool!(self, p => sqlx::query("SELECT 1 FROM usage WHERE request_id = $1")
+            .bind(&s.request_id).fetch_optional(p).await?.is_some());
+        if written {
+            return Ok(None);
+        }
+        self.settle(s).await.map(Some)
+    }
+
+    /// Deletes a hold and refunds it, whatever its expiry: one whose write reported an error
+    /// (it may have committed). False when there was none.
+    pub async fn cancel_hold(&self, hold_id: &str) -> Result<bool> {
+        on_pool!(self, p => {
+            let mut tx = p.begin().await?;
+            let row = sqlx::query("DELETE FROM holds WHERE id = $1 RETURNING account_id, amount")
+                .bind(hold_id).fetch_optional(&mut *tx).await?;
+            let Some(r) = row else { return Ok(false) };
+            let account: String = r.try_get("account_id")?;
+            let amount: i64 = r.try_get("amount")?;
+            sqlx::query("UPDATE accounts SET balance = balance + $1 WHERE user_id = $2")
+                .bind(amount).bind(&account).execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(true)
         })
     }
 

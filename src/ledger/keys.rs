@@ -67,7 +67,7 @@ impl Ledger {
     ) -> Result<Option<String>> {
         on_pool!(self, p => {
             let row = sqlx::query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND account_id = $3 RETURNING hash")
-                .bind(now).bind(key_id).bind(account_id).fetch_optional(p).await?;
+                .bind(now).bind(key_id).bind(account_id).fetch_all(p).await?.into_iter().next();
             match row {
                 Some(r) => Ok(Some(r.try_get("hash")?)),
                 None => Ok(None),

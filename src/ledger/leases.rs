@@ -31,7 +31,15 @@ pub struct LeaseSynced {
     pub released: bool,
     /// The account's balance in the database (outside every lease) after the round.
     pub balance: i64,
+    /// What the account's other leases (other instances) have not spent, as their last rounds
+    /// recorded it: added to the balance shown, never to what this lease may move.
+    pub others: i64,
 }
+
+/// What the account's ($1) leases other than $2 have not spent: every lease is a hold row whose
+/// id starts with `lease_` (request holds start with `req_`), its amount reduced by each round
+/// by what it charged.
+const LEASED_ELSEWHERE: &str = "CAST(COALESCE((SELECT SUM(amount) FROM holds WHERE account_id = $1 AND id LIKE 'lease%' AND id <> $2), 0) AS BIGINT)";
 
 /// The sizes a round's rows are inserted in, largest first.
 const BATCH_SIZES: [usize; 4] = [64, 16, 4, 1];
@@ -47,6 +55,17 @@ fn batches<T>(mut rows: &[T]) -> impl Iterator<Item = &[T]> {
 }
 
 impl Ledger {
+    /// What the account's credit leases (on every instance) have not spent, as their last
+    /// rounds recorded it: the part of the balance that sits in leases (DESIGN.md, Rules: One
+    /// balance).
+    pub async fn leased(&self, account_id: &str) -> Result<i64> {
+        on_pool!(self, p => {
+            let row = sqlx::query(&format!("SELECT {LEASED_ELSEWHERE} AS leased"))
+                .bind(account_id).bind("").fetch_one(p).await?;
+            Ok(row.try_get("leased")?)
+        })
+    }
+
     /// One round of a credit lease (src/metering/leases.rs), in one transaction: write the batch of
     /// usage rows metered against the lease and take their charges out of the lease's row
     /// (the balance paid for them when the lease was taken), renew the lease's expiry, then
@@ -133,10 +152,11 @@ impl Ledger {
                     topped_up = r.topup;
                 }
             }
-            let balance: i64 = sqlx::query("SELECT balance FROM accounts WHERE user_id = $1")
-                .bind(r.account_id).fetch_one(&mut *tx).await?.try_get("balance")?;
+            let row = sqlx::query(&format!("SELECT balance, {LEASED_ELSEWHERE} AS others FROM accounts WHERE user_id = $1"))
+                .bind(r.account_id).bind(r.lease_id).fetch_one(&mut *tx).await?;
+            let (balance, others): (i64, i64) = (row.try_get("balance")?, row.try_get("others")?);
             tx.commit().await?;
-            Ok(LeaseSynced { lost, charged, topped_up, released, balance })
+            Ok(LeaseSynced { lost, charged, topped_up, released, balance, others })
         })
     }
 }

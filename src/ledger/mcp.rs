@@ -5,7 +5,9 @@
 use serde_json::Value;
 use sqlx::Row;
 
-use super::store::{on_pool, Result};
+use tollgate_filters::mcp::ServiceState;
+
+use super::store::{on_pool, Result, StoreError};
 use super::Ledger;
 
 /// A registered tool server.
@@ -19,8 +21,7 @@ pub struct Service {
     pub upstream_url: String,
     /// Whole credits per call.
     pub default_credits: i64,
-    /// `pending`, `live`, `rejected` or `suspended`.
-    pub status: String,
+    pub status: ServiceState,
     pub first_party: bool,
     /// The upstream's tools as of the last check (a JSON array).
     pub tools: Value,
@@ -47,7 +48,11 @@ where
         description: r.try_get("description")?,
         upstream_url: r.try_get("upstream_url")?,
         default_credits: r.try_get("default_credits")?,
-        status: r.try_get("status")?,
+        status: {
+            let s: String = r.try_get("status")?;
+            ServiceState::parse(&s)
+                .ok_or_else(|| StoreError(format!("unknown service status `{s}`")))?
+        },
         first_party: r.try_get("first_party")?,
         tools: serde_json::from_str(&tools).unwrap_or(Value::Array(Vec::new())),
         created_at: r.try_get("created_at")?,
@@ -74,7 +79,7 @@ impl Ledger {
         on_pool!(self, p => {
             let done = sqlx::query(&sql)
                 .bind(&s.id).bind(&s.slug).bind(&s.owner_id).bind(&s.name).bind(&s.description)
-                .bind(&s.upstream_url).bind(s.default_credits).bind(&s.status).bind(s.first_party)
+                .bind(&s.upstream_url).bind(s.default_credits).bind(s.status.as_str()).bind(s.first_party)
                 .bind(&tools).bind(s.created_at).bind(s.updated_at)
                 .execute(p).await?;
             Ok(done.rows_affected() == 1)
@@ -95,8 +100,9 @@ impl Ledger {
     pub async fn services(
         &self,
         owner: Option<&str>,
-        status: Option<&str>,
+        status: Option<ServiceState>,
     ) -> Result<Vec<Service>> {
+        let status = status.map(ServiceState::as_str);
         let sql = format!("SELECT {COLS} FROM mcp_services WHERE ($1 IS NULL OR owner_id = $1) AND ($2 IS NULL OR status = $2) ORDER BY created_at, slug");
         on_pool!(self, p => {
             let rows = sqlx::query(&sql).bind(owner).bind(status).fetch_all(p).await?;
@@ -109,8 +115,8 @@ impl Ledger {
     pub async fn set_service_status(
         &self,
         slug: &str,
-        from: &[&str],
-        to: &str,
+        from: &[ServiceState],
+        to: ServiceState,
         tools: Option<&Value>,
         now: i64,
     ) -> Result<Option<Service>> {
@@ -121,11 +127,11 @@ impl Ledger {
         );
         let tools = tools.map(Value::to_string);
         on_pool!(self, p => {
-            let mut q = sqlx::query(&sql).bind(to).bind(now).bind(&tools).bind(slug);
+            let mut q = sqlx::query(&sql).bind(to.as_str()).bind(now).bind(&tools).bind(slug);
             for f in from {
-                q = q.bind(*f);
+                q = q.bind(f.as_str());
             }
-            match q.fetch_optional(p).await? {
+            match q.fetch_all(p).await?.into_iter().next() {
                 Some(r) => Ok(Some(service_from(&r)?)),
                 None => Ok(None),
             }
@@ -152,7 +158,7 @@ impl Ledger {
             None => (None, None),
         };
         on_pool!(self, p => {
-            match sqlx::query(&sql).bind(price).bind(u).bind(&tools).bind(now).bind(slug).bind(owner).fetch_optional(p).await? {
+            match sqlx::query(&sql).bind(price).bind(u).bind(&tools).bind(now).bind(slug).bind(owner).fetch_all(p).await?.into_iter().next() {
                 Some(r) => Ok(Some(service_from(&r)?)),
                 None => Ok(None),
             }

@@ -13,14 +13,24 @@
 //! - a hold left by a crashed instance expires and is refunded by whichever instance deletes it
 //!   first; a settlement that finds its hold gone charges the balance directly, clamped at zero.
 //!
+//! A statement that writes and returns rows outside a transaction (`INSERT … RETURNING` on a
+//! pool) is always fetched to its end (`fetch_all`), never `fetch_one`/`fetch_optional`: on
+//! SQLite the implicit transaction commits at the statement's last step, and a driver that
+//! stops after the first row resets the statement and drops that commit's error (a full
+//! disk): the caller saw the row of a write that was rolled back. This was how a full disk
+//! served requests whose usage rows never existed.
+//!
 //! Postgres statements that must return a value computed from the old row (the amount actually
 //! held or charged) write it to `accounts.scratch` in the same `UPDATE` and read it back with
 //! `RETURNING`: every `SET` expression is evaluated against the old row.
 //!
 //! # Layout
-//! One `impl Ledger` block per table group: [`store`] (the handle, connect, errors),
-//! [`accounts`], [`keys`], [`sessions`], [`credits`] (holds and settlement, the reaper),
-//! [`leases`] (credit-lease rounds), [`usage`].
+//! One `impl Ledger` block per table group: [`store`] (the handle, connect, migrations,
+//! errors), [`accounts`], [`keys`], [`sessions`], [`credits`] (holds and settlement, the
+//! reaper), [`leases`] (credit-lease rounds), [`usage`], [`mcp`] (tool servers and their
+//! developers' earnings), [`payments`] (checkouts, payment history, anonymous accounts and their
+//! assignment) and [`payment_events`] (each Stripe webhook event applied once, in one
+//! transaction with its record).
 
 pub mod accounts;
 pub mod credits;

@@ -2,6 +2,7 @@
 //! store's error type.
 
 use std::str::FromStr;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use sqlx::postgres::{PgPool, PgPoolOptions};
@@ -20,8 +21,42 @@ impl std::fmt::Display for StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
+        if let sqlx::Error::Database(db) = &e {
+            let sqlite = db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some();
+            if let Some(code) = db.code().and_then(|c| c.parse::<i32>().ok()) {
+                if sqlite {
+                    sqlite_trouble(code);
+                }
+            }
+        }
         StoreError(e.to_string())
     }
+}
+
+/// When (ms) a SQLite statement last failed in a way that may have ended its transaction
+/// behind the driver's back. On a full disk (SQLITE_FULL), an I/O error or a busy lock
+/// SQLite may roll the whole transaction back by itself; sqlx still counts it open, its
+/// `ROLLBACK` then fails, and from then on it opens the connection's transactions with a
+/// `SAVEPOINT`, which a later error rolls back *to* without ending: the connection sits in
+/// the pool inside a transaction holding SQLite's write lock, and every other connection gets
+/// "database is locked" until the process restarts. So connections released shortly after
+/// such an error are closed instead of pooled (see [`Ledger::connect`]); new ones are opened
+/// as needed, which for SQLite is a file open.
+static SQLITE_TROUBLE_MS: AtomicI64 = AtomicI64::new(i64::MIN / 2);
+
+/// How long after such an error released connections are closed: the failing statement's
+/// connection goes back to the pool within milliseconds of the error.
+const RECYCLE_AFTER_TROUBLE_MS: i64 = 1_000;
+
+fn sqlite_trouble(extended_code: i32) {
+    // Primary result codes: BUSY 5, LOCKED 6, NOMEM 7, IOERR 10, CORRUPT 11, FULL 13.
+    if matches!(extended_code & 0xff, 5 | 6 | 7 | 10 | 11 | 13) {
+        SQLITE_TROUBLE_MS.store(crate::clock::now_ms(), Ordering::Relaxed);
+    }
+}
+
+fn sqlite_recently_troubled() -> bool {
+    crate::clock::now_ms() - SQLITE_TROUBLE_MS.load(Ordering::Relaxed) < RECYCLE_AFTER_TROUBLE_MS
 }
 
 impl From<sqlx::migrate::MigrateError> for StoreError {
@@ -31,9 +66,15 @@ impl From<sqlx::migrate::MigrateError> for StoreError {
 }
 
 impl From<StoreError> for tollgate_filters::GatewayError {
+    /// A store that cannot answer (down, out of disk, its pool exhausted) is a 503 with
+    /// `Retry-After`, never a 500: the request can be retried as it was, and nothing of it
+    /// was half-written (DESIGN.md, Rules: Faults).
     fn from(e: StoreError) -> Self {
         tracing::error!("store error: {e}");
-        tollgate_filters::GatewayError::internal("the ledger store failed; retry with backoff")
+        tollgate_filters::GatewayError::new(
+            tollgate_filters::ErrorKind::ServiceUnavailable,
+            "the ledger store is unavailable; retry shortly",
+        )
     }
 }
 
@@ -59,11 +100,13 @@ pub(crate) use on_pool;
 
 impl Ledger {
     /// Connects, creating the SQLite file (and its directory) when needed, and migrates.
-    pub async fn connect(url: &str) -> Result<Ledger> {
+    /// `acquire` bounds how long a statement waits for a connection (and on SQLite for the
+    /// write lock): past it the store answers an error, which the request path turns into 503.
+    pub async fn connect(url: &str, acquire: Duration) -> Result<Ledger> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let pool = PgPoolOptions::new()
                 .max_connections(16)
-                .acquire_timeout(Duration::from_secs(10))
+                .acquire_timeout(acquire)
                 .connect(url)
                 .await?;
             sqlx::migrate!("./migrations/postgres").run(&pool).await?;
@@ -73,7 +116,11 @@ impl Ledger {
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
-                .busy_timeout(Duration::from_secs(30))
+                .busy_timeout(acquire)
+                // Checkpoints run in the background ([`Ledger::checkpoint`]), not inside a
+                // commit: SQLite reports a failed automatic checkpoint (a full disk) as the
+                // failure of the commit that ran it, although that commit went through.
+                .pragma("wal_autocheckpoint", "0")
                 .foreign_keys(true);
             if let Some(parent) = opts.get_filename().parent() {
                 if !parent.as_os_str().is_empty() {
@@ -84,7 +131,9 @@ impl Ledger {
             }
             let pool = SqlitePoolOptions::new()
                 .max_connections(4)
-                .acquire_timeout(Duration::from_secs(30))
+                .acquire_timeout(acquire)
+                // Not pooled again when it may hold a transaction SQLite ended on its own.
+                .after_release(|_conn, _meta| Box::pin(async { Ok(!sqlite_recently_troubled()) }))
                 .connect_with(opts)
                 .await?;
             sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
@@ -101,6 +150,17 @@ impl Ledger {
             Ledger::Sqlite(_) => "sqlite",
             Ledger::Postgres(_) => "postgres",
         }
+    }
+
+    /// Copies SQLite's write-ahead log into the database file (what SQLite would otherwise do
+    /// inside a commit every 1,000 pages), without waiting for readers; a no-op on Postgres.
+    pub async fn checkpoint(&self) -> Result<()> {
+        if let Ledger::Sqlite(p) = self {
+            sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                .execute(p)
+                .await?;
+        }
+        Ok(())
     }
 
     pub async fn ping(&self) -> bool {

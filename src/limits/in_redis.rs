@@ -6,12 +6,19 @@
 //! every window keeps at least four times its size free, so near a limit every request is
 //! checked in Redis; the limit is never exceeded. While leased,
 //! `X-RateLimit-Remaining-Requests` counts down from Redis's figure at the lease.
+//!
+//! Every admission counted here for this instance (leased ones when used) is also recorded in
+//! its [`Shadow`], with its member and score, for the fallback and the recovery after an outage
+//! ([`shadow`](super::shadow), [`recovery`](super::recovery)).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
 use tollgate_filters::ratelimit::{Decision, Window};
+
+use super::shadow::{Entry, Shadow};
 
 /// The same algorithm as `tollgate_filters::ratelimit::check_and_count`, on sorted sets scored
 /// by Redis's own clock (instances' clocks may disagree; Redis has one). It can also reserve
@@ -63,7 +70,7 @@ if retry == 0 then
   end
   if rep_rem > 0 then rep_rem = math.max(rep_rem - want, 0) end
 end
-return {retry == 0 and 1 or 0, rep_limit, rep_rem, rep_reset, retry, want, member}
+return {retry == 0 and 1 or 0, rep_limit, rep_rem, rep_reset, retry, want, member, now}
 "#;
 
 /// A lease takes at most this share of a window's remaining room (the rest is admitted one
@@ -71,17 +78,17 @@ return {retry == 0 and 1 or 0, rep_limit, rep_rem, rep_reset, retry, want, membe
 const LEASE_SHARE: u64 = 4;
 /// Leased admissions are used within this time of being counted, or given back. They are scored
 /// at the end of it, so they leave their window no earlier than the requests they admit.
-const LEASE_LIFETIME: std::time::Duration = std::time::Duration::from_secs(1);
+const LEASE_LIFETIME: Duration = Duration::from_secs(1);
 
 /// Admissions reserved in Redis for one ident on this instance.
 struct AdmitLease {
     windows: Vec<Window>,
-    /// Reserved, unused sorted-set members, one per admission.
-    members: Vec<String>,
+    /// Reserved, unused sorted-set members with their scores, one per admission.
+    members: Vec<Entry>,
     limit: u64,
     remaining: u64,
     reset_ms: i64,
-    granted: std::time::Instant,
+    granted: Instant,
 }
 
 /// Marks an ident as having a lease request in flight, until dropped (also when the Redis call
@@ -120,6 +127,9 @@ pub struct RedisCounter {
     lease_size: u64,
     prefix: String,
     script: redis::Script,
+    /// This instance's admissions, for the fallback and the recovery after an outage.
+    pub shadow: Shadow,
+    pub(super) recovery: Recovery,
 }
 
 impl RedisCounter {
@@ -131,6 +141,8 @@ impl RedisCounter {
             lease_size,
             prefix,
             script: redis::Script::new(SCRIPT),
+            shadow: Shadow::default(),
+            recovery: Recovery::default(),
         }
     }
 
@@ -155,16 +167,27 @@ impl RedisCounter {
         if l.windows != windows || l.granted.elapsed() >= LEASE_LIFETIME {
             return None;
         }
-        l.members.pop()?;
+        let (at, member) = l.members.pop()?;
         l.remaining = l.remaining.saturating_sub(1);
         let elapsed = l.granted.elapsed().as_millis() as i64;
-        Some(Decision {
+        let d = Decision {
             admitted: true,
             limit: l.limit,
             remaining: l.remaining,
             reset_ms: (l.reset_ms - elapsed).max(0),
             retry_ms: 0,
-        })
+        };
+        // Under the leases' lock: a recovery that drops the leases then copies the shadow
+        // cannot miss it.
+        self.shadow.record(ident, windows, at, member);
+        Some(d)
+    }
+
+    /// Forgets every lease: their unused admissions went with a Redis that lost its data.
+    pub(super) fn drop_leases(&self) {
+        if let Ok(mut map) = self.leases.lock() {
+            map.clear();
+        }
     }
 
     /// Removes the unused admissions of expired (or superseded) leases from Redis. `only`:
@@ -196,9 +219,10 @@ impl RedisCounter {
             if l.members.is_empty() {
                 continue;
             }
+            let members: Vec<&str> = l.members.iter().map(|e| e.1.as_str()).collect();
             let mut pipe = redis::pipe();
             for w in &l.windows {
-                pipe.zrem(self.key(&ident, w), &l.members).ignore();
+                pipe.zrem(self.key(&ident, w), &members).ignore();
             }
             if let Err(e) = pipe.query_async::<()>(conn).await {
                 // They stay counted until they age out of the window: this instance admits
@@ -208,19 +232,25 @@ impl RedisCounter {
         }
     }
 
-    /// Background: returns expired leases' unused admissions (an instance that goes quiet must
-    /// not keep them counted).
+    /// Background: brings the counts back after an outage (see [`recovery`](super::recovery)),
+    /// and returns expired leases' unused admissions (an instance that goes quiet must not keep
+    /// them counted).
     pub async fn sweep(&self) {
         if let Some(mut conn) = self.conn() {
+            self.recover(&mut conn).await;
             self.return_leases(&mut conn, None).await;
         }
     }
 
     fn key(&self, ident: &str, w: &Window) -> String {
+        self.key_ms(ident, w.window_ms)
+    }
+
+    pub(super) fn key_ms(&self, ident: &str, window_ms: i64) -> String {
         // One log per window length: a changed limit (plan change, override) applies to the
         // requests already counted. The hash tag keeps an ident's keys in one slot on Redis
         // Cluster.
-        format!("{}:rl:{{{ident}}}:{}", self.prefix, w.window_ms)
+        format!("{}:rl:{{{ident}}}:{window_ms}", self.prefix)
     }
 
     /// Deletes the ident's logs of these windows.
@@ -281,11 +311,12 @@ impl RedisCounter {
         inv.arg(LEASE_LIFETIME.as_millis() as u64)
             .arg(LEASE_SHARE)
             .arg(want);
-        type Reply = (i64, i64, i64, i64, i64, u64, String);
-        let (admitted, limit, remaining, reset_ms, retry_ms, leased, base): Reply =
+        type Reply = (i64, i64, i64, i64, i64, u64, String, i64);
+        let (admitted, limit, remaining, reset_ms, retry_ms, leased, base, now): Reply =
             inv.invoke_async(&mut conn).await?;
         if leased > 0 {
-            let members = (1..=leased).map(|j| format!("{base}:{j}"));
+            let leased_at = now + LEASE_LIFETIME.as_millis() as i64;
+            let members = (1..=leased).map(|j| (leased_at, format!("{base}:{j}")));
             if let Ok(mut map) = self.leases.lock() {
                 match map.get_mut(ident).filter(|l| l.windows == windows) {
                     // Two requests leased at once: keep both sets under the older lifetime
@@ -300,12 +331,15 @@ impl RedisCounter {
                                 limit: limit.max(0) as u64,
                                 remaining: remaining.max(0) as u64,
                                 reset_ms,
-                                granted: std::time::Instant::now(),
+                                granted: Instant::now(),
                             },
                         );
                     }
                 }
             }
+        }
+        if admitted == 1 {
+            self.shadow.record(ident, windows, now, base);
         }
         Ok(Decision {
             admitted: admitted == 1,
@@ -314,5 +348,39 @@ impl RedisCounter {
             reset_ms,
             retry_ms,
         })
+    }
+}
+
+/// How often a healthy instance asks Redis whether it is still the same server.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// Which Redis holds this instance's counts, for the recovery after an outage
+/// (`recovery.rs`, which also holds its logic).
+#[derive(Default)]
+pub struct Recovery {
+    /// `run_id` of the Redis that holds this instance's counts.
+    run_id: Mutex<Option<String>>,
+    probed: Mutex<Option<Instant>>,
+}
+
+impl Recovery {
+    pub(super) fn probe_due(&self) -> bool {
+        let Ok(mut p) = self.probed.lock() else {
+            return false;
+        };
+        if p.is_some_and(|t| t.elapsed() < PROBE_EVERY) {
+            return false;
+        }
+        *p = Some(Instant::now());
+        true
+    }
+
+    pub(super) fn known(&self) -> Option<String> {
+        self.run_id.lock().ok().and_then(|r| r.clone())
+    }
+
+    pub(super) fn set_known(&self, run: String) {
+        if let Ok(mut r) = self.run_id.lock() {
+            *r = Some(run);
+        }
     }
 }

@@ -4,14 +4,20 @@
 //! One sliding log per window (hour, day) per account, or per client IP for guests, checked and
 //! counted in one atomic step: in-process under a mutex ([`in_process`]), or in Redis by one Lua
 //! script ([`in_redis`]), so the limit holds exactly across any number of instances. When Redis
-//! fails, `fail_open` serves and counts in-process (per instance) and `fail_closed` answers 503;
-//! the Redis connection manager reconnects by itself, so recovery needs no restart.
+//! fails, `fail_open` serves and counts in-process (per instance, on top of what Redis admitted
+//! for this instance: [`shadow`]) and `fail_closed` answers 503, until the background
+//! [`recovery`] has written what this instance admitted meanwhile into Redis's windows; the
+//! Redis connection manager reconnects by itself, so recovery needs no restart.
 
 pub mod in_process;
 pub mod in_redis;
+pub mod recovery;
+pub mod shadow;
 
 use std::net::IpAddr;
 use std::time::Duration;
+
+use tokio::time::{timeout_at, Instant};
 
 use tollgate_filters::net::guest_key;
 use tollgate_filters::ratelimit::{format_reset, Decision, PlanLimits, Window};
@@ -19,6 +25,7 @@ use tollgate_filters::{ErrorKind, GatewayError};
 
 use crate::config::{plans, FailureMode, Plans};
 use crate::metrics::Metrics;
+use shadow::Health;
 
 /// Whose requests are counted.
 pub enum Who<'a> {
@@ -201,38 +208,77 @@ impl Limiter {
         if windows.is_empty() {
             return Ok(Decision::unlimited());
         }
-        if let Some(redis) = &self.redis {
-            if lease {
-                if let Some(d) = redis.take_leased(ident, windows) {
-                    metrics.ratelimit_leased.with_label_values(&[plan]).inc();
-                    return Ok(d);
-                }
-            }
-            let failure = match redis.conn() {
-                Some(conn) => {
-                    let check = redis.check(conn, ident, windows, member, lease);
-                    match tokio::time::timeout(self.timeout, check).await {
-                        Ok(Ok(d)) => return Ok(d),
-                        Ok(Err(e)) => e.to_string(),
-                        Err(_) => format!("no answer within {:?}", self.timeout),
-                    }
-                }
-                None => "not connected".to_string(),
-            };
-            let mode = self.mode.as_str();
-            metrics
-                .ratelimit_store_errors
-                .with_label_values(&[mode])
-                .inc();
-            tracing::warn!(mode, "rate-limit store unavailable: {failure}");
-            if self.mode == FailureMode::FailClosed {
-                return Err(GatewayError::new(
-                    ErrorKind::ServiceUnavailable,
-                    "rate limiting is unavailable; retry with backoff",
-                ));
+        let Some(redis) = &self.redis else {
+            return Ok(self.local.check(ident, windows, crate::clock::now_ms()));
+        };
+        if lease {
+            if let Some(d) = redis.take_leased(ident, windows) {
+                metrics.ratelimit_leased.with_label_values(&[plan]).inc();
+                return Ok(d);
             }
         }
-        Ok(self.local.check(ident, windows, crate::clock::now_ms()))
+        let closed = self.mode == FailureMode::FailClosed;
+        let deadline = Instant::now() + self.timeout;
+        // Healthy: one atomic load on top of the Redis call.
+        let failure = loop {
+            match redis.shadow.health() {
+                Health::Healthy => {
+                    let Some(conn) = redis.conn() else {
+                        break "not connected".to_string();
+                    };
+                    let check = redis.check(conn, ident, windows, member, lease);
+                    match timeout_at(deadline, check).await {
+                        Ok(Ok(d)) => return Ok(d),
+                        Ok(Err(e)) => break e.to_string(),
+                        Err(_) => break format!("no answer within {:?}", self.timeout),
+                    }
+                }
+                // Redis failed earlier and the recovery has not caught up: the failure mode,
+                // without another call to Redis (the background recovery makes those).
+                Health::Degraded => {
+                    let mode = self.mode.as_str();
+                    let errors = metrics.ratelimit_store_errors.with_label_values(&[mode]);
+                    if closed {
+                        errors.inc();
+                        return Err(unavailable());
+                    }
+                    let now = crate::clock::now_ms();
+                    if let Some(d) = redis.shadow.admit_local(ident, windows, member, now, false) {
+                        errors.inc();
+                        return Ok(d);
+                    }
+                }
+                // The last in-process admissions are being written: wait for them (one round
+                // trip), then decide in Redis.
+                Health::Handoff => {
+                    let notified = redis.shadow.handed_off.notified();
+                    tokio::pin!(notified);
+                    notified.as_mut().enable();
+                    if redis.shadow.health() == Health::Handoff
+                        && timeout_at(deadline, notified).await.is_err()
+                    {
+                        break format!("not back within {:?}", self.timeout);
+                    }
+                }
+            }
+        };
+        // Also a check that failed while the connection is being made again ("Reconnecting
+        // failed"): the failure mode decides it, and fail_open counts it for the recovery.
+        redis.shadow.failed();
+        let mode = self.mode.as_str();
+        metrics
+            .ratelimit_store_errors
+            .with_label_values(&[mode])
+            .inc();
+        tracing::warn!(mode, "rate-limit store unavailable: {failure}");
+        if closed {
+            return Err(unavailable());
+        }
+        let now = crate::clock::now_ms();
+        Ok(redis
+            .shadow
+            .admit_local(ident, windows, member, now, true)
+            .unwrap_or_else(Decision::unlimited))
     }
 
     /// Forgets everything counted for `ident` in these windows (a login that succeeded clears
@@ -249,6 +295,9 @@ impl Limiter {
                 }
             }
         }
+        if let Some(redis) = &self.redis {
+            redis.shadow.forget(ident);
+        }
         self.local.forget(ident);
     }
 
@@ -257,18 +306,32 @@ impl Limiter {
     pub async fn used(&self, ident: &str, windows: &[Window]) -> Vec<u64> {
         let now = crate::clock::now_ms();
         if let Some(redis) = &self.redis {
-            if let Some(conn) = redis.conn() {
+            if let Some(conn) = redis
+                .conn()
+                .filter(|_| redis.shadow.health() == Health::Healthy)
+            {
                 let q = redis.used(conn, ident, windows, now);
                 if let Ok(Ok(v)) = tokio::time::timeout(self.timeout, q).await {
                     return v;
                 }
             }
+            return redis.shadow.used(ident, windows, now);
         }
         self.local.used(ident, windows, now)
     }
 
-    /// Background: drops in-process entries that left their windows; returns the idents left.
+    /// Background: drops in-process entries (and this instance's record of its Redis
+    /// admissions) that left their windows; returns the idents left.
     pub fn sweep_local(&self) -> usize {
-        self.local.sweep(crate::clock::now_ms())
+        let now = crate::clock::now_ms();
+        let shadowed = self.redis.as_ref().map_or(0, |r| r.shadow.sweep(now));
+        self.local.sweep(now) + shadowed
     }
+}
+
+fn unavailable() -> GatewayError {
+    GatewayError::new(
+        ErrorKind::ServiceUnavailable,
+        "rate limiting is unavailable; retry with backoff",
+    )
 }

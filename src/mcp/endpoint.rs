@@ -13,21 +13,21 @@ use std::borrow::Cow;
 
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use tollgate_filters::json::raw::{self, Kind};
 use tollgate_filters::mcp::{
     call_succeeded, joined_name, negotiate, parse_message, result_json, tool_call_params, Incoming,
-    RpcError, INSUFFICIENT_CREDITS, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RATE_LIMITED,
-    UPSTREAM_ERROR,
+    RpcError, ServiceState, INSUFFICIENT_CREDITS, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND,
+    RATE_LIMITED, UPSTREAM_ERROR,
 };
-use tollgate_filters::openai::raw::{self, Kind};
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::upstream::{Reply, Upstream};
+use crate::auth::caller::{self, Caller};
 use crate::ledger::mcp::Service;
 use crate::metering::tool::{self, ToolCall};
 use crate::metering::Hold;
-use crate::proxy::caller::{self, Caller};
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::{body, respond};
+use crate::request::ctx::RequestCtx;
+use crate::request::{body, respond};
 use crate::runtime::Shared;
 
 /// `POST /mcp` (`slug` None) and `POST /mcp/{slug}`.
@@ -35,10 +35,11 @@ pub async fn handle(
     shared: &Shared,
     session: &mut Session,
     ctx: &mut RequestCtx,
+    caller: &Caller,
     slug: Option<&str>,
 ) -> Result<(), GatewayError> {
-    let caller = caller::authenticate(shared, session, false).await?;
-    let Caller::Key(key) = &caller else {
+    // The route table admits only keys here (`Access::Key`).
+    let Caller::Key(key) = caller else {
         return Err(GatewayError::new(
             ErrorKind::Authentication,
             "the MCP endpoint needs an API key: send Authorization: Bearer <API key>",
@@ -92,8 +93,7 @@ pub async fn handle(
                 account: &key.account_id,
                 key: &key.key_id,
             };
-            call.run(session, ctx, &caller, &scope, slug.is_some())
-                .await
+            call.run(session, ctx, caller, &scope, slug.is_some()).await
         }
         other => match scope.first().filter(|_| slug.is_some()) {
             // One service's own methods (resources, prompts, completion, logging) as it answers them.
@@ -137,7 +137,12 @@ async fn live(shared: &Shared) -> Result<Arc<Vec<Service>>, GatewayError> {
     if let Some(l) = shared.mcp.live() {
         return Ok(l);
     }
-    let l = Arc::new(shared.ledger()?.services(None, Some("live")).await?);
+    let l = Arc::new(
+        shared
+            .ledger()?
+            .services(None, Some(ServiceState::Live))
+            .await?,
+    );
     shared.mcp.set_live(l.clone());
     Ok(l)
 }
@@ -332,9 +337,9 @@ impl Call<'_> {
             .is_none()
             && ok
         {
-            // The ledger failed: the hold expires and is refunded; the agent still gets its
-            // result (the developer is not paid for it, nobody is charged twice).
-            tracing::error!(request_id = %ctx.request_id, slug = %service.slug, "tool call settlement failed");
+            // The ledger failed: the settlement waits and is retried until it commits (the
+            // developer is paid then); the agent gets its result now.
+            tracing::error!(request_id = %ctx.request_id, slug = %service.slug, "tool call settlement failed; queued");
         }
         ctx.status = status;
         answer

@@ -6,15 +6,15 @@
 use pingora::proxy::Session;
 use serde_json::{json, Map, Value};
 use tollgate_filters::credits::to_credits;
-use tollgate_filters::mcp::{checked_tools, valid_slug};
+use tollgate_filters::mcp::{checked_tools, valid_slug, Move, ServiceState};
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::upstream::Upstream;
+use crate::auth::caller::Caller;
 use crate::ledger::mcp::Service;
-use crate::proxy::body;
-use crate::proxy::caller::Caller;
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::respond;
+use crate::request::body;
+use crate::request::ctx::RequestCtx;
+use crate::request::respond;
 use crate::runtime::Shared;
 
 const MAX_BODY: usize = 16 * 1024;
@@ -29,7 +29,7 @@ pub fn service_json(s: &Service) -> Value {
         .filter_map(|t| t["name"].as_str())
         .collect();
     json!({"id": s.id, "slug": s.slug, "name": s.name, "description": s.description,
-        "upstream_url": s.upstream_url, "default_credits": s.default_credits, "status": s.status,
+        "upstream_url": s.upstream_url, "default_credits": s.default_credits, "status": s.status.as_str(),
         "first_party": s.first_party, "owner_id": s.owner_id, "tools": tools,
         "created_at": s.created_at / 1000, "updated_at": s.updated_at / 1000})
 }
@@ -148,7 +148,7 @@ pub async fn register(
         description,
         upstream_url,
         default_credits: price,
-        status: "pending".into(),
+        status: ServiceState::Pending,
         first_party,
         tools,
         created_at: now,
@@ -234,17 +234,6 @@ pub async fn update(
     Ok(())
 }
 
-/// The admin's moves: which states each leaves from and where it goes.
-fn transition(action: &str) -> Option<(&'static [&'static str], &'static str)> {
-    Some(match action {
-        "approve" => (&["pending"], "live"),
-        "reject" => (&["pending"], "rejected"),
-        "suspend" => (&["live"], "suspended"),
-        "resume" => (&["suspended"], "live"),
-        _ => return None,
-    })
-}
-
 /// `POST /api/v1/admin/mcp/services/{slug}/{action}`. Approval and resumption check the server
 /// live again and refresh its cached tools; a server failing that check stays where it was.
 pub async fn admin_move(
@@ -252,27 +241,27 @@ pub async fn admin_move(
     session: &mut Session,
     ctx: &mut RequestCtx,
     slug: &str,
-    action: &str,
+    action: Move,
 ) -> Result<(), GatewayError> {
-    let (from, to) = transition(action).ok_or_else(|| {
-        GatewayError::new(ErrorKind::NotFound, format!("no admin action `{action}`"))
-    })?;
+    let (from, to) = (action.from(), action.to());
     let ledger = shared.ledger()?;
     let current = ledger
         .service(slug)
         .await?
         .ok_or_else(|| GatewayError::new(ErrorKind::NotFound, format!("no service `{slug}`")))?;
-    if !from.contains(&current.status.as_str()) {
+    if !from.contains(&current.status) {
+        let needs: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
         return Err(GatewayError::new(
             ErrorKind::Conflict,
             format!(
-                "status: `{slug}` is {}; {action} needs {}",
+                "status: `{slug}` is {}; {} needs {}",
                 current.status,
-                from.join(" or ")
+                action.as_str(),
+                needs.join(" or ")
             ),
         ));
     }
-    let tools = if to == "live" {
+    let tools = if to == ServiceState::Live {
         Some(live_check(shared, &current.upstream_url).await?)
     } else {
         None
@@ -291,7 +280,7 @@ pub async fn admin_move(
     shared
         .metrics
         .mcp_events
-        .with_label_values(&[slug, action])
+        .with_label_values(&[slug, action.as_str()])
         .inc();
     respond::json(session, ctx, 200, &service_json(&s), &[]).await;
     Ok(())
@@ -308,13 +297,12 @@ pub async fn admin_list(
         .split('&')
         .find_map(|kv| kv.strip_prefix("status="))
         .filter(|s| !s.is_empty());
-    if let Some(s) = status {
-        if !["pending", "live", "rejected", "suspended"].contains(&s) {
-            return Err(GatewayError::invalid(
-                "status: must be pending, live, rejected or suspended",
-            ));
-        }
-    }
+    let status = match status {
+        None => None,
+        Some(s) => Some(ServiceState::parse(s).ok_or_else(|| {
+            GatewayError::invalid("status: must be pending, live, rejected or suspended")
+        })?),
+    };
     let list = shared.ledger()?.services(None, status).await?;
     let data: Vec<Value> = list.iter().map(service_json).collect();
     respond::json(session, ctx, 200, &json!({"data": data}), &[]).await;

@@ -14,8 +14,8 @@ use bytes::BytesMut;
 use pingora::upstreams::peer::HttpPeer;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use tollgate_filters::json::raw::{self, ObjectError};
 use tollgate_filters::mcp::{private_reason, request_json, PROTOCOL_VERSIONS};
-use tollgate_filters::openai::raw::{self, ObjectError};
 use tollgate_filters::sse::SseDecoder;
 
 use super::cache::UpstreamSession;

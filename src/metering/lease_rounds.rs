@@ -89,6 +89,15 @@ impl Leases {
         Ok(())
     }
 
+    /// Settlements metered against this instance's leases and not yet written.
+    pub fn pending_rows(&self) -> usize {
+        locked(&self.accounts)
+            .values()
+            .filter_map(|e| e.lease.as_ref())
+            .map(|l| l.pending.len())
+            .sum()
+    }
+
     /// What this instance's lease of the account has not yet held (0 without a lease).
     pub fn available(&self, account: &str) -> i64 {
         locked(&self.accounts)

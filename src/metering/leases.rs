@@ -11,6 +11,12 @@ use tollgate_filters::credits::HoldSize;
 use super::lease::{Lease, LeaseHold, Round};
 use crate::ledger::{LeaseRound, Ledger, Settlement, StoreError};
 
+/// Where the opening of a lease that reported an error is queued to be cancelled.
+pub struct Undo<'a>(
+    pub &'a super::unsettled::Unsettled,
+    pub &'a crate::metrics::Metrics,
+);
+
 /// A lease is never sized below this many micro-credits per hold (free models cost nothing per
 /// hold but still need a usage row per request).
 const MIN_HOLD_FOR_SIZING: i64 = 1_000;
@@ -127,9 +133,11 @@ impl Leases {
     /// Places the hold against this instance's lease of the account's credits, taking or topping
     /// up the lease first when needed. `Ok(None)`: the account's balance is too low to lease
     /// (or leases are off); hold in the database instead.
+    /// `undo`: where a lease whose opening reported an error is queued to be cancelled.
     pub async fn hold(
         &self,
         ledger: &Ledger,
+        undo: &Undo<'_>,
         account: &str,
         size: &HoldSize,
     ) -> Result<Option<LeaseHold>, StoreError> {
@@ -160,6 +168,13 @@ impl Leases {
             if e.refused() || e.lease.as_ref().is_some_and(|l| l.closing) {
                 return Ok(None);
             }
+            if e.lease.as_ref().is_some_and(|l| l.failing) {
+                // Its last round could not reach the ledger: a round of this request's own
+                // would wait out the store's timeout only to fail too.
+                return Err(StoreError(
+                    "the ledger does not answer and the credit lease cannot pay".into(),
+                ));
+            }
             if let Some(l) = e.lease.as_mut() {
                 // Up to an eighth of the balance last seen, so that the balance can still
                 // allow the top-up (it must stay `BALANCE_MULTIPLE` times what moves).
@@ -170,7 +185,7 @@ impl Leases {
         let placed = if has_lease {
             self.top_up(ledger, account, wanted, target).await?
         } else {
-            self.open(ledger, account, target).await?
+            self.open(ledger, undo, account, target).await?
         };
         if !placed {
             return Ok(None);
@@ -211,7 +226,13 @@ impl Leases {
 
     /// Opens a lease of `target` as one hold row, where the balance stays at least
     /// `BALANCE_MULTIPLE` times that; false when it does not.
-    async fn open(&self, ledger: &Ledger, account: &str, target: i64) -> Result<bool, StoreError> {
+    async fn open(
+        &self,
+        ledger: &Ledger,
+        undo: &Undo<'_>,
+        account: &str,
+        target: i64,
+    ) -> Result<bool, StoreError> {
         let id: Arc<str> = format!(
             "lease_{}_{}",
             self.instance,
@@ -225,13 +246,30 @@ impl Leases {
             output_per_1k: 0,
             choices: 1,
         };
-        let got = ledger.hold(&id, account, &size, self.expires_at()).await?;
+        let valid_until = Instant::now() + self.ttl;
+        let got = match ledger.hold(&id, account, &size, self.expires_at()).await {
+            Ok(got) => got,
+            Err(e) => {
+                // It may have committed: its row is refunded once the ledger answers.
+                undo.0.cancel(&id, undo.1);
+                return Err(e);
+            }
+        };
+        // What the account's other leases (other instances) have not spent, for the balance
+        // shown until this lease's first round reads it; only shown, so a failed read is 0.
+        let others = match got {
+            Some((held, _)) => ledger.leased(account).await.map_or(0, |all| all - held),
+            None => 0,
+        };
         let mut map = locked(&self.accounts);
         let e = map.entry(account.to_owned()).or_insert_with(Entry::new);
         match got {
             Some((held, balance)) => {
                 e.refused_until = None;
-                e.lease = Some(Lease::new(id, held, target, balance, Instant::now()));
+                let now = Instant::now();
+                let mut lease = Lease::new(id, (held, target, balance), now, valid_until);
+                lease.others = others;
+                e.lease = Some(lease);
                 Ok(true)
             }
             None => {
@@ -309,6 +347,8 @@ impl Leases {
             };
             (l.id.clone(), l.start_round(kind))
         };
+        // The expiry this round writes is at least this far away.
+        let valid_until = Instant::now() + self.ttl;
         let topup = match kind {
             Round::TopUp(t) if !start.release => t.max(0),
             _ => 0,
@@ -345,7 +385,7 @@ impl Leases {
                 Ok(true)
             }
             Ok(done) => {
-                l.round_done(&done, Instant::now());
+                l.round_done(&done, Instant::now(), valid_until);
                 Ok(topup == 0 || done.topped_up > 0)
             }
             Err(err) => {

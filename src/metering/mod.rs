@@ -32,14 +32,29 @@
 //!   (a lease that cannot be topped up is returned before the request falls back).
 //! - A crashed instance's lease expires and the reaper refunds it like any hold; what it lost are
 //!   the usage rows of at most one sync interval, whose requests then go uncharged (never twice).
-//! - Reads of the balance and usage on this instance (`/api/v1/me`, `/api/v1/usage`, the admin
-//!   view) first write this instance's pending rows, so they are exact here; another instance
-//!   sees the lease's unspent part as held until it is returned.
+//! - One balance: reads of the balance and usage (`/api/v1/me`, `/api/v1/usage`, the admin
+//!   view) first write this instance's pending rows, and every instance adds back what each
+//!   lease has not spent (its row's amount, reduced by each round's charges), so all show the
+//!   same balance, another instance's view stale by at most one round.
+//!
+//! # Faults
+//! - A store that cannot answer fails the hold within `acquire_timeout_ms`: 503 before any
+//!   upstream call. A settlement that fails after serving waits in [`unsettled`] and is retried
+//!   until it commits.
+//! - Through a ledger outage an account with a funded lease keeps being served from it: its
+//!   rows wait in the lease (bounded) and go with the first round that commits, exactly once
+//!   (a retried batch skips rows already written). The lease stops taking holds when its
+//!   row could have expired in the ledger, and a dry lease whose last round failed refuses at
+//!   once (503) instead of waiting out the store's timeout.
 
+pub mod charge;
 pub mod lease;
 mod lease_rounds;
+#[cfg(test)]
+mod lease_tests;
 pub mod leases;
 pub mod tool;
+pub mod unsettled;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +72,8 @@ pub struct Meter<'a> {
     pub ledger: &'a Ledger,
     pub leases: &'a leases::Leases,
     pub metrics: &'a Metrics,
+    /// Settlements that failed after serving, retried until they commit.
+    pub unsettled: &'a unsettled::Unsettled,
     /// A hold of its own expires (and the reaper refunds it) after this long.
     pub hold_ttl: Duration,
 }
@@ -168,6 +185,13 @@ pub(super) async fn place(
     size: &HoldSize,
     prompt: u64,
 ) -> Result<Hold, StoreError> {
+    // No service without a durable charge: while the settlements already owed cannot be
+    // written, no new request is served on credit.
+    if meter.unsettled.full() {
+        return Err(StoreError(
+            "too many settlements wait for the ledger".into(),
+        ));
+    }
     let placed = |held: i64, lease: Option<Arc<str>>, balance: i64, at: &str| {
         meter.metrics.credit_holds.with_label_values(&[at]).inc();
         Hold::Placed {
@@ -185,15 +209,25 @@ pub(super) async fn place(
             balance,
         }
     };
-    if let Some(l) = meter.leases.hold(meter.ledger, account_id, size).await? {
+    let undo = leases::Undo(meter.unsettled, meter.metrics);
+    if let Some(l) = meter
+        .leases
+        .hold(meter.ledger, &undo, account_id, size)
+        .await?
+    {
         return Ok(placed(l.held, Some(l.lease_id), l.balance, "lease"));
     }
     let expires = crate::clock::now_ms() + meter.hold_ttl.as_millis() as i64;
     let held = meter
         .ledger
         .hold(request_id, account_id, size, expires)
-        .await?;
-    let leased = meter.leases.available(account_id);
+        .await
+        .inspect_err(|_| {
+            // It may have committed (a store can report a failed commit that went through):
+            // refunded once the ledger answers, not when the reaper finds it expired.
+            meter.unsettled.cancel(request_id, meter.metrics);
+        })?;
+    let leased = leased(meter, account_id).await;
     match held {
         Some((held, balance)) => Ok(placed(held, None, balance + leased, "database")),
         None => {
@@ -202,6 +236,19 @@ pub(super) async fn place(
                 balance: account.map(|a| a.balance + leased),
             })
         }
+    }
+}
+
+/// What the account's credit leases have not spent, shown as part of its balance (DESIGN.md,
+/// Rules: One balance). Without leases on, there are none to read. Only for what is shown:
+/// a read that fails shows this instance's own lease's part.
+async fn leased(meter: &Meter<'_>, account_id: &str) -> i64 {
+    if !meter.leases.enabled() {
+        return 0;
+    }
+    match meter.ledger.leased(account_id).await {
+        Ok(n) => n,
+        Err(_) => meter.leases.available(account_id),
     }
 }
 
@@ -256,14 +303,21 @@ pub struct Served<'a> {
     pub hold_note: Option<&'a str>,
 }
 
+/// What a settlement wrote.
+#[derive(Debug, Clone, Copy)]
+pub struct Written {
+    pub charged: i64,
+    /// The balance to show after it.
+    pub balance: i64,
+    /// Metered against this instance's credit lease: its usage row is committed with the next
+    /// lease round (`false`: committed to the ledger already).
+    pub in_lease: bool,
+}
+
 /// Settles a hold: the actual cost of the model used (nothing when no model produced output),
-/// one usage row. Returns `(charged, balance to show)`; `None` when the ledger failed, in
-/// which case the hold stays and expires, and the reaper refunds it (nothing charged twice).
-pub async fn settle(
-    meter: &Meter<'_>,
-    hold: PlacedHold,
-    served: &Served<'_>,
-) -> Option<(i64, i64)> {
+/// one usage row. `None` when the ledger failed: the settlement then waits in [`unsettled`]
+/// and is retried until it commits.
+pub async fn settle(meter: &Meter<'_>, hold: PlacedHold, served: &Served<'_>) -> Option<Written> {
     let mut cost = match &served.rates {
         Some(rates) => credits::cost_at(served.usage, rates),
         None => 0,
@@ -308,16 +362,19 @@ pub async fn settle(
 }
 
 /// Writes a settlement: into the hold's lease (its usage row goes with the next round), or to
-/// the database. Returns `(charged, balance to show)`; `None` when the ledger failed (the hold
-/// then expires and the reaper refunds it: nothing is charged twice).
-pub(super) async fn write(
-    meter: &Meter<'_>,
-    hold: PlacedHold,
-    s: Settlement,
-) -> Option<(i64, i64)> {
+/// the database. `None` when the ledger failed: the
+/// settlement is queued and retried until it commits (a hold the reaper refunds meanwhile
+/// counts as 0 there, so the charge comes from the balance: never twice, never dropped).
+pub(super) async fn write(meter: &Meter<'_>, hold: PlacedHold, s: Settlement) -> Option<Written> {
     let s = match &hold.lease {
         Some(lease) => match meter.leases.settle(lease, hold.held, s) {
-            Ok(done) => return Some(done),
+            Ok((charged, balance)) => {
+                return Some(Written {
+                    charged,
+                    balance,
+                    in_lease: true,
+                })
+            }
             // The lease is gone (refunded by the reaper): its money is back in the balance,
             // so charge the balance directly.
             Err(s) => *s,
@@ -325,12 +382,14 @@ pub(super) async fn write(
         None => s,
     };
     match meter.ledger.settle(&s).await {
-        Ok(done) => Some((
-            done.charged,
-            done.balance + meter.leases.available(&s.account_id),
-        )),
+        Ok(done) => Some(Written {
+            charged: done.charged,
+            balance: done.balance + leased(meter, &s.account_id).await,
+            in_lease: false,
+        }),
         Err(e) => {
-            tracing::error!(request_id = %s.request_id, "settlement failed, hold left to expire: {e}");
+            tracing::error!(request_id = %s.request_id, "settlement failed: {e}");
+            meter.unsettled.push(s, meter.metrics);
             None
         }
     }

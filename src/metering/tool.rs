@@ -51,8 +51,8 @@ pub async fn hold(meter: &Meter<'_>, call: &ToolCall<'_>) -> Result<Hold, StoreE
 }
 
 /// Settles the call: the price and the developer's share when it `succeeded`, else nothing.
-/// Returns `(charged, balance)`, `None` when the ledger failed (the hold then expires and is
-/// refunded: a call is never charged twice, and a crash mid-call loses no money).
+/// `None` when the ledger failed: the settlement then waits to be retried until it commits
+/// (`unsettled`), never charged twice.
 pub async fn settle(
     meter: &Meter<'_>,
     hold: PlacedHold,
@@ -60,7 +60,7 @@ pub async fn settle(
     succeeded: bool,
     status: u16,
     latency_ms: i64,
-) -> Option<(i64, i64)> {
+) -> Option<super::Written> {
     let (cost, share) = if succeeded {
         let share = developer_share(call.price, call.share_percent);
         let share = i64::try_from(share)

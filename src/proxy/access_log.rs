@@ -1,12 +1,13 @@
 //! What is recorded of every request when it ends: the request metrics, and one log line per
-//! chat completion with what was served and charged.
+//! chat completion (either wire format) with what was served and charged.
 
-use super::ctx::RequestCtx;
 use crate::metrics::Metrics;
+use crate::request::ctx::RequestCtx;
 
 pub fn record(m: &Metrics, ctx: &RequestCtx) {
-    let model = ctx.model_used.as_deref().unwrap_or("");
-    let provider = ctx.provider.as_deref().unwrap_or("");
+    let served = ctx.served.as_ref();
+    let model = served.map_or("", |d| d.model.as_str());
+    let provider = served.map_or("", |d| d.provider.as_str());
     let status = ctx.status.to_string();
     m.requests
         .with_label_values(&[ctx.route, model, provider, &status])
@@ -14,17 +15,22 @@ pub fn record(m: &Metrics, ctx: &RequestCtx) {
     m.latency
         .with_label_values(&[ctx.route, model])
         .observe(ctx.start.elapsed().as_secs_f64());
-    if ctx.route == "chat" {
+    // Both wire formats of the chat pipeline (`/v1/chat/completions`, `/v1/messages`).
+    if matches!(ctx.route, "chat" | "messages") {
         tracing::info!(
             request_id = %ctx.request_id,
+            route = ctx.route,
             status = ctx.status,
             model_requested = ctx.model_requested.as_deref().unwrap_or(""),
             model_used = model,
             provider,
-            prompt_tokens = ctx.usage.map(|u| u.prompt_tokens),
-            completion_tokens = ctx.usage.map(|u| u.completion_tokens),
-            usage_counted = ctx.usage_counted,
-            charged_micros = ctx.charged,
+            prompt_tokens = served.map(|d| d.usage.prompt_tokens),
+            completion_tokens = served.map(|d| d.usage.completion_tokens),
+            usage_counted = served.is_some_and(|d| d.usage_counted),
+            // "charged" only once committed to the ledger; a leased charge's usage row is
+            // committed by the lease's next round (a queued one says so in its own line).
+            charged_micros = ctx.charged.filter(|w| !w.in_lease).map(|w| w.charged),
+            leased_micros = ctx.charged.filter(|w| w.in_lease).map(|w| w.charged),
             client_gone = ctx.client_gone,
             error = ctx.error.as_deref().unwrap_or(""),
             elapsed_ms = ctx.start.elapsed().as_millis() as u64,

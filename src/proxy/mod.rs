@@ -3,19 +3,15 @@
 //! Every request is answered from `request_filter` (it returns `Ok(true)`): [`routes`] finds
 //! the handler in the one route table (the chat path runs the gateway's own forwarding loop,
 //! for the reasons in DESIGN.md, "Forwarding"), and an error comes back here to be answered by
-//! [`respond`]. `upstream_peer` is therefore never reached. `logging` settles whatever is
-//! still held and records the request ([`access_log`]).
+//! [`crate::request::respond`]. `upstream_peer` is therefore never reached. `logging` settles
+//! whatever is still held and records the request ([`access_log`]).
 //!
-//! The rest of this folder is the HTTP plumbing the handlers share: the request context
-//! ([`ctx`]), who is calling ([`caller`]), bounded body reads ([`body`]), writing responses
-//! ([`respond`]), and the probes ([`probes`]).
+//! Beside them: the route table ([`table`]) and the probes ([`probes`]). The plumbing the
+//! handlers share lives a layer below, in [`crate::request`] (the request context, body reads,
+//! responses), and who is calling in [`crate::auth`]: nothing below this folder imports it.
 
 pub mod access_log;
-pub mod body;
-pub mod caller;
-pub mod ctx;
 pub mod probes;
-pub mod respond;
 pub mod routes;
 pub mod table;
 
@@ -25,8 +21,8 @@ use async_trait::async_trait;
 use pingora::prelude::*;
 use pingora::proxy::{ProxyHttp, Session};
 
+use crate::request::ctx::RequestCtx;
 use crate::runtime::Shared;
-use ctx::RequestCtx;
 
 pub struct Gateway {
     pub shared: Arc<Shared>,
@@ -42,7 +38,7 @@ impl ProxyHttp for Gateway {
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         if let Err(e) = routes::dispatch(&self.shared, session, ctx).await {
-            respond::error(session, ctx, &e).await;
+            crate::request::respond::error(session, ctx, &e).await;
         }
         Ok(true)
     }
@@ -60,8 +56,13 @@ impl ProxyHttp for Gateway {
     }
 
     async fn logging(&self, _session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
-        // Normally settled already; this catches a request that ended some other way.
-        crate::chat::settle::settle(&self.shared, ctx).await;
+        // Normally settled already by its pipeline; this settles what a dropped future left
+        // (a client that went away mid-request), through metering.
+        if ctx.metered.is_some() {
+            if let Ok(meter) = self.shared.meter() {
+                ctx.settle(&meter).await;
+            }
+        }
         access_log::record(&self.shared.metrics, ctx);
     }
 }

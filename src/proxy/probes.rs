@@ -5,8 +5,8 @@ use pingora::proxy::Session;
 use serde_json::json;
 use tollgate_filters::GatewayError;
 
-use super::ctx::RequestCtx;
-use super::respond;
+use crate::request::ctx::RequestCtx;
+use crate::request::respond;
 use crate::runtime::Shared;
 
 pub async fn healthz(session: &mut Session, ctx: &mut RequestCtx) -> Result<(), GatewayError> {

@@ -1,19 +1,19 @@
 //! Routing by the one route table (`table.rs`, a row per endpoint): 404 and 405 follow from it
 //! (a path no row matches is 404, a path some row matches under another method is 405), and
-//! [`dispatch`] runs the row's handler. Adding an endpoint is adding a row there and its arm
-//! here.
+//! [`dispatch`] resolves the caller and admits the request as the row says, then runs the row's
+//! handler with the caller. Adding an endpoint is adding a row there and its arm here.
 
 use pingora::proxy::Session;
 use tollgate_filters::{ErrorKind, GatewayError};
 
-use super::caller::{self, Caller};
-use super::ctx::{RequestCtx, Wire};
 use super::probes;
-use super::table::{Access, Handler, Route, ROUTES};
+use super::table::{Access, Handler, Limit, Route, ROUTES};
+use crate::auth::caller::{self, Caller};
 use crate::chat::models::Listing;
+use crate::request::ctx::{RequestCtx, Wire};
 use crate::runtime::Shared;
-use crate::{accounts, admin, billing, chat, dashboard, mcp, messages, upstream};
-use Access::{Admin, KeyOrSession, Open};
+use crate::{accounts, admin, billing, chat, dashboard, mcp};
+use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Open};
 
 /// `Some(id)` when `path` matches `pattern` (the `{id}` segment's value, or "" without one).
 /// A pattern holds at most one `{id}` (a test checks the table), which matches one non-empty
@@ -116,12 +116,31 @@ pub async fn dispatch(
     ctx.route = route.label;
     let caller = match route.access {
         Open => Caller::Guest,
-        KeyOrSession => caller::authenticate(shared, session, true).await?,
+        KeyOrGuest | Key => caller::authenticate(shared, session, false).await?,
+        Anyone | KeyOrSession => caller::authenticate(shared, session, true).await?,
         Admin => caller::admin(shared, session).await?,
     };
+    if route.access == Key && !matches!(caller, Caller::Key(_)) {
+        return Err(GatewayError::new(
+            ErrorKind::Authentication,
+            "this endpoint needs an API key: send Authorization: Bearer <API key>",
+        ));
+    }
+    match route.limit {
+        Limit::Free | Limit::PerToolCall => {}
+        Limit::Plan => caller::admit(shared, session, ctx, &caller).await?,
+        Limit::Guests if matches!(caller, Caller::Guest) => {
+            caller::admit(shared, session, ctx, &caller).await?
+        }
+        Limit::Guests => {}
+        Limit::Signups => caller::admit_attempt(shared, session, ctx, "signup").await?,
+        Limit::Logins => caller::admit_attempt(shared, session, ctx, "login").await?,
+    }
     match route.handler {
-        Handler::Chat | Handler::Messages => chat::handle(shared, session, ctx).await,
-        Handler::CountTokens => messages::count_tokens(shared, session, ctx).await,
+        Handler::Chat | Handler::Messages => chat::handle(shared, session, ctx, &caller).await,
+        Handler::CountTokens => {
+            chat::count_tokens::count_tokens(shared, session, ctx, &caller).await
+        }
         Handler::Models => chat::models::handle(shared, session, ctx, Listing::Models).await,
         Handler::Pricing => chat::models::handle(shared, session, ctx, Listing::Pricing).await,
         Handler::Changelog => chat::models::handle(shared, session, ctx, Listing::Changelog).await,
@@ -150,8 +169,8 @@ pub async fn dispatch(
         Handler::AdminMcpMove(action) => {
             mcp::registry::admin_move(shared, session, ctx, id, action).await
         }
-        Handler::McpAll => mcp::endpoint::handle(shared, session, ctx, None).await,
-        Handler::McpOne => mcp::endpoint::handle(shared, session, ctx, Some(id)).await,
+        Handler::McpAll => mcp::endpoint::handle(shared, session, ctx, &caller, None).await,
+        Handler::McpOne => mcp::endpoint::handle(shared, session, ctx, &caller, Some(id)).await,
         Handler::BillingCheckout => {
             billing::checkout::checkout(shared, session, ctx, &caller).await
         }
@@ -162,7 +181,7 @@ pub async fn dispatch(
         Handler::AdminAssign => billing::unclaimed::assign(shared, session, ctx, id).await,
         Handler::Page => dashboard::page(shared, session, ctx).await,
         Handler::Plans => billing::plans::plans(shared, session, ctx).await,
-        Handler::Demo => upstream::demo::chat(shared, session, ctx).await,
+        Handler::Demo => chat::demo::chat(shared, session, ctx).await,
         Handler::AdminFind => admin::find(shared, session, ctx).await,
         Handler::Asset => dashboard::asset(shared, session, ctx, id).await,
     }
@@ -232,6 +251,43 @@ mod tests {
         assert_eq!(matches("/a/{id}/b", "/a/x/b"), Some("x"));
         assert_eq!(matches("/a/{id}/b", "/a//b"), None);
         assert_eq!(matches("/mcp", "/mcp/"), None);
+    }
+
+    #[test]
+    fn each_rows_limit_fits_who_may_call_it() {
+        for r in ROUTES {
+            let fits = match r.limit {
+                // Counted per tools/call against the key's plan.
+                Limit::PerToolCall => r.access == Access::Key,
+                // Only guests count: the route must let guests in.
+                Limit::Guests => r.access == Access::Anyone,
+                // Per client address, before anyone is known.
+                Limit::Signups | Limit::Logins => r.access == Access::Open,
+                // A plan needs a key or a guest to count against.
+                Limit::Plan => matches!(r.access, Access::KeyOrGuest | Access::Anyone),
+                Limit::Free => true,
+            };
+            assert!(
+                fits,
+                "{} {}: {:?} with {:?}",
+                r.method, r.path, r.limit, r.access
+            );
+        }
+        // The metered endpoints are limited by the table, not by their handlers.
+        for path in [
+            "/v1/chat/completions",
+            "/v1/messages",
+            "/v1/messages/count_tokens",
+        ] {
+            let Lookup::Found(r, _) = find("POST", path) else {
+                panic!("{path}")
+            };
+            assert_eq!(
+                (r.access, r.limit),
+                (Access::KeyOrGuest, Limit::Plan),
+                "{path}"
+            );
+        }
     }
 
     #[test]

@@ -1,15 +1,48 @@
-//! The route table: every endpoint is a row (method, path pattern, who may call, the
-//! handler). `routes.rs` looks requests up in it (404 and 405 follow from it) and dispatches.
+//! The route table: every endpoint is a row (method, path pattern, who may call, which limit
+//! its requests count against, the handler). `routes.rs` looks requests up in it (404 and 405
+//! follow from it), resolves the caller and admits the request as the row says, then runs the
+//! handler with the caller. Adding an endpoint: a row here and its handler's arm there.
 
-/// Who may call a route; resolved before its handler runs.
+/// Who may call a route; resolved before its handler runs, which receives the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// Nobody in particular (the handler may look itself).
+    /// Anybody; no credentials are read (pages, probes, signup, the Stripe webhook, which
+    /// checks its own signature).
     Open,
+    /// An API key when one is sent (401 when it is not a live key), else the guest tier:
+    /// the model endpoints, where guests may use `guest` models.
+    KeyOrGuest,
+    /// As [`Access::KeyOrGuest`], and a dashboard session cookie too (the model lists, which
+    /// the dashboard shows).
+    Anyone,
+    /// An API key only (the MCP endpoints).
+    Key,
     /// An API key, or a dashboard session cookie.
     KeyOrSession,
-    /// The admin token.
+    /// The admin token, or an operator's dashboard session.
     Admin,
+}
+
+/// What a route's requests count against; applied after the caller is resolved and before
+/// the handler runs (429 `rate_limit_exceeded` past it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// Not counted.
+    Free,
+    /// The caller's plan: an account by id, a guest by client address (a dashboard session and
+    /// the admin are not counted).
+    Plan,
+    /// Only a guest's requests count, against the guest plan (the model lists: a map for a
+    /// scraper; free to keys and sessions).
+    Guests,
+    /// Every attempt from a client address, against `[abuse]` (each signup mints credits).
+    Signups,
+    /// Every attempt from a client address, against `[abuse]` (the per-e-mail throttle is the
+    /// handler's: it needs the body).
+    Logins,
+    /// Each `tools/call` counts against the caller's plan when the MCP handler has read it
+    /// (refused as a JSON-RPC error); the protocol's other methods are free.
+    PerToolCall,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +72,7 @@ pub enum Handler {
     McpEarnings,
     AdminMcpList,
     AdminMcpRegister,
-    AdminMcpMove(&'static str),
+    AdminMcpMove(Move),
     McpAll,
     McpOne,
     BillingCheckout,
@@ -60,6 +93,7 @@ pub struct Route {
     /// Segments separated by `/`; `{id}` matches one non-empty segment.
     pub path: &'static str,
     pub access: Access,
+    pub limit: Limit,
     pub handler: Handler,
     /// The `route` label of the request metrics.
     pub label: &'static str,
@@ -68,7 +102,7 @@ pub struct Route {
 const fn route(
     method: &'static str,
     path: &'static str,
-    access: Access,
+    (access, limit): (Access, Limit),
     handler: Handler,
     label: &'static str,
 ) -> Route {
@@ -76,222 +110,238 @@ const fn route(
         method,
         path,
         access,
+        limit,
         handler,
         label,
     }
 }
 
-use Access::{Admin, KeyOrSession, Open};
+use tollgate_filters::mcp::Move;
+use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Open};
+use Handler::*;
+use Limit::{Free, Guests, Logins, PerToolCall, Plan, Signups};
 
 pub const ROUTES: &[Route] = &[
-    route("POST", "/v1/chat/completions", Open, Handler::Chat, "chat"),
-    route("POST", "/v1/messages", Open, Handler::Messages, "messages"),
+    route(
+        "POST",
+        "/v1/chat/completions",
+        (KeyOrGuest, Plan),
+        Chat,
+        "chat",
+    ),
+    route(
+        "POST",
+        "/v1/messages",
+        (KeyOrGuest, Plan),
+        Messages,
+        "messages",
+    ),
     route(
         "POST",
         "/v1/messages/count_tokens",
-        Open,
-        Handler::CountTokens,
+        (KeyOrGuest, Plan),
+        CountTokens,
         "messages",
     ),
-    route("GET", "/v1/models", Open, Handler::Models, "models"),
+    route("GET", "/v1/models", (Anyone, Guests), Models, "models"),
     route(
         "GET",
         "/v1/models/pricing",
-        Open,
-        Handler::Pricing,
+        (Anyone, Guests),
+        Pricing,
         "pricing",
     ),
     route(
         "GET",
         "/v1/models/changelog",
-        Open,
-        Handler::Changelog,
+        (Anyone, Free),
+        Changelog,
         "pricing",
     ),
     // The built-in demo provider, for the gateway's own `demo` pools (loopback only).
     route(
         "POST",
         "/_demo/v1/chat/completions",
-        Open,
-        Handler::Demo,
+        (Open, Free),
+        Demo,
         "demo",
     ),
-    route("GET", "/healthz", Open, Handler::Healthz, "healthz"),
+    route("GET", "/healthz", (Open, Free), Healthz, "healthz"),
     // The pricing page and the dashboard app (one page; the script renders the route).
-    route("GET", "/", Open, Handler::Page, "dashboard"),
-    route("GET", "/pricing", Open, Handler::Page, "dashboard"),
-    route("GET", "/dashboard", Open, Handler::Page, "dashboard"),
-    route("GET", "/dashboard/{id}", Open, Handler::Page, "dashboard"),
-    route("GET", "/assets/{id}", Open, Handler::Asset, "dashboard"),
-    route("GET", "/readyz", Open, Handler::Readyz, "readyz"),
-    route("POST", "/api/v1/auth/signup", Open, Handler::Signup, "api"),
-    route("POST", "/api/v1/auth/login", Open, Handler::Login, "api"),
-    route("POST", "/api/v1/auth/logout", Open, Handler::Logout, "api"),
-    route("GET", "/api/v1/auth/me", KeyOrSession, Handler::Me, "api"),
+    route("GET", "/", (Open, Free), Page, "dashboard"),
+    route("GET", "/pricing", (Open, Free), Page, "dashboard"),
+    route("GET", "/dashboard", (Open, Free), Page, "dashboard"),
+    route("GET", "/dashboard/{id}", (Open, Free), Page, "dashboard"),
+    route("GET", "/assets/{id}", (Open, Free), Asset, "dashboard"),
+    route("GET", "/readyz", (Open, Free), Readyz, "readyz"),
     route(
-        "GET",
-        "/api/v1/keys",
-        KeyOrSession,
-        Handler::ListKeys,
+        "POST",
+        "/api/v1/auth/signup",
+        (Open, Signups),
+        Signup,
         "api",
     ),
+    route("POST", "/api/v1/auth/login", (Open, Logins), Login, "api"),
+    route("POST", "/api/v1/auth/logout", (Open, Free), Logout, "api"),
+    route("GET", "/api/v1/auth/me", (KeyOrSession, Free), Me, "api"),
+    route("GET", "/api/v1/keys", (KeyOrSession, Free), ListKeys, "api"),
     route(
         "POST",
         "/api/v1/keys",
-        KeyOrSession,
-        Handler::CreateKey,
+        (KeyOrSession, Free),
+        CreateKey,
         "api",
     ),
     route(
         "DELETE",
         "/api/v1/keys/{id}",
-        KeyOrSession,
-        Handler::RevokeKey,
+        (KeyOrSession, Free),
+        RevokeKey,
         "api",
     ),
-    route("GET", "/api/v1/usage", KeyOrSession, Handler::Usage, "api"),
+    route("GET", "/api/v1/usage", (KeyOrSession, Free), Usage, "api"),
     route(
         "GET",
         "/api/v1/admin/accounts/{id}",
-        Admin,
-        Handler::AdminAccount,
+        (Admin, Free),
+        AdminAccount,
         "api",
     ),
     route(
         "POST",
         "/api/v1/admin/accounts/{id}/credits",
-        Admin,
-        Handler::AdminCredits,
+        (Admin, Free),
+        AdminCredits,
         "api",
     ),
     route(
         "PUT",
         "/api/v1/admin/accounts/{id}/plan",
-        Admin,
-        Handler::AdminPlan,
+        (Admin, Free),
+        AdminPlan,
         "api",
     ),
     route(
         "POST",
         "/api/v1/mcp/services",
-        KeyOrSession,
-        Handler::McpRegister,
+        (KeyOrSession, Free),
+        McpRegister,
         "api",
     ),
     route(
         "GET",
         "/api/v1/mcp/services",
-        KeyOrSession,
-        Handler::McpListOwn,
+        (KeyOrSession, Free),
+        McpListOwn,
         "api",
     ),
     route(
         "PATCH",
         "/api/v1/mcp/services/{id}",
-        KeyOrSession,
-        Handler::McpUpdate,
+        (KeyOrSession, Free),
+        McpUpdate,
         "api",
     ),
     route(
         "GET",
         "/api/v1/mcp/earnings",
-        KeyOrSession,
-        Handler::McpEarnings,
+        (KeyOrSession, Free),
+        McpEarnings,
         "api",
     ),
     route(
         "GET",
         "/api/v1/admin/mcp/services",
-        Admin,
-        Handler::AdminMcpList,
+        (Admin, Free),
+        AdminMcpList,
         "api",
     ),
     route(
         "POST",
         "/api/v1/admin/mcp/services",
-        Admin,
-        Handler::AdminMcpRegister,
+        (Admin, Free),
+        AdminMcpRegister,
         "api",
     ),
     route(
         "POST",
         "/api/v1/admin/mcp/services/{id}/approve",
-        Admin,
-        Handler::AdminMcpMove("approve"),
+        (Admin, Free),
+        AdminMcpMove(Move::Approve),
         "api",
     ),
     route(
         "POST",
         "/api/v1/admin/mcp/services/{id}/reject",
-        Admin,
-        Handler::AdminMcpMove("reject"),
+        (Admin, Free),
+        AdminMcpMove(Move::Reject),
         "api",
     ),
     route(
         "POST",
         "/api/v1/admin/mcp/services/{id}/suspend",
-        Admin,
-        Handler::AdminMcpMove("suspend"),
+        (Admin, Free),
+        AdminMcpMove(Move::Suspend),
         "api",
     ),
     route(
         "POST",
         "/api/v1/admin/mcp/services/{id}/resume",
-        Admin,
-        Handler::AdminMcpMove("resume"),
+        (Admin, Free),
+        AdminMcpMove(Move::Resume),
         "api",
     ),
     route(
         "POST",
         "/api/v1/billing/checkout",
-        KeyOrSession,
-        Handler::BillingCheckout,
+        (KeyOrSession, Free),
+        BillingCheckout,
         "api",
     ),
-    route("GET", "/api/v1/plans", Open, Handler::Plans, "api"),
+    route("GET", "/api/v1/plans", (Open, Free), Plans, "api"),
     route(
         "GET",
         "/api/v1/admin/accounts",
-        Admin,
-        Handler::AdminFind,
+        (Admin, Free),
+        AdminFind,
         "api",
     ),
     route(
         "GET",
         "/api/v1/billing",
-        KeyOrSession,
-        Handler::BillingHistory,
+        (KeyOrSession, Free),
+        BillingHistory,
         "api",
     ),
     route(
         "POST",
         "/api/v1/billing/portal",
-        KeyOrSession,
-        Handler::BillingPortal,
+        (KeyOrSession, Free),
+        BillingPortal,
         "api",
     ),
     // Signed by Stripe, checked by the handler over the raw body.
     route(
         "POST",
         "/api/v1/billing/webhook",
-        Open,
-        Handler::BillingWebhook,
+        (Open, Free),
+        BillingWebhook,
         "api",
     ),
     route(
         "GET",
         "/api/v1/admin/billing/unclaimed",
-        Admin,
-        Handler::AdminUnclaimed,
+        (Admin, Free),
+        AdminUnclaimed,
         "api",
     ),
     route(
         "POST",
         "/api/v1/admin/billing/unclaimed/{id}/assign",
-        Admin,
-        Handler::AdminAssign,
+        (Admin, Free),
+        AdminAssign,
         "api",
     ),
-    route("POST", "/mcp", Open, Handler::McpAll, "mcp"),
-    route("POST", "/mcp/{id}", Open, Handler::McpOne, "mcp"),
+    route("POST", "/mcp", (Key, PerToolCall), McpAll, "mcp"),
+    route("POST", "/mcp/{id}", (Key, PerToolCall), McpOne, "mcp"),
 ];

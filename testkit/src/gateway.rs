@@ -96,6 +96,8 @@ pub struct Gateway {
     pub config_path: PathBuf,
     pub dir: PathBuf,
     server_section: String,
+    /// What it was started with, for [`Gateway::second`].
+    opts: Opts,
     /// A funded account made at start (unless [`Opts::no_account`]).
     pub key: String,
     pub user_id: String,
@@ -222,6 +224,7 @@ impl Gateway {
             config_path,
             dir,
             server_section,
+            opts: opts.clone(),
             key: String::new(),
             user_id: String::new(),
         };
@@ -265,6 +268,21 @@ impl Gateway {
             gw.key = key;
         }
         gw
+    }
+
+    /// Starts another instance of this gateway's deployment: `bin` on `body`, with the [`Opts`]
+    /// this one was started with (its `storage` lines, plans, limits, Redis), on this one's
+    /// database and, when it counts in Redis, under its Redis prefix: the two share one ledger
+    /// and one set of counters. It has no account of its own; requests use this one's
+    /// [`key`](Gateway::key).
+    pub async fn second(&self, bin: &Path, body: &str) -> Gateway {
+        let opts = Opts {
+            database_url: Some(self.config_db()),
+            redis_prefix: self.redis_prefix(),
+            no_account: true,
+            ..self.opts.clone()
+        };
+        Self::start_opts(bin, body, opts).await
     }
 
     /// Signs up an account; returns (user_id, api_key).
@@ -481,5 +499,16 @@ pub fn provider(name: &str, fakes: &[&FakeOpenAi], extra: &str) -> String {
 pub fn model(id: &str, provider: &str, tier: &str, extra: &str) -> String {
     format!(
         "[[models]]\nid = \"{id}\"\nprovider = \"{provider}\"\nupstream_model = \"up-{id}\"\ntier = \"{tier}\"\ninput_credits_per_1k = 1\noutput_credits_per_1k = 2\nmax_output_tokens = 1000\n{extra}\n"
+    )
+}
+
+/// The config most tests start from: [`FAST_TIMEOUTS`], provider `p` on `fake`, and one
+/// economy model `id` on it ([`model`]'s prices). Append sections (`[mcp]`, `[billing]`, ...)
+/// to it.
+pub fn one_model_config(fake: &FakeOpenAi, id: &str) -> String {
+    format!(
+        "{FAST_TIMEOUTS}{}{}",
+        provider("p", &[fake], ""),
+        model(id, "p", "economy", "")
     )
 }

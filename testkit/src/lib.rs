@@ -3,7 +3,9 @@
 //!
 //! # Layout
 //! - [`gateway`]: [`Gateway`] starts the `tollgate` binary on its own ports, database and Redis
-//!   prefix, with a funded account; [`tollgate_bin!`] names the binary cargo built for the caller.
+//!   prefix, with a funded account ([`Gateway::second`]: another instance on the same database
+//!   and prefix); [`tollgate_bin!`] names the binary cargo built for the caller, and
+//!   [`one_model_config`] writes the one-provider, one-model config most tests start from.
 //! - [`openai`]: [`FakeOpenAi`], an OpenAI-compatible provider that can fail every way a real
 //!   one does (one [`Mode`] away), built with [`FakeOpenAi::builder`].
 //! - [`anthropic`]: [`FakeAnthropic`], a Messages API provider with every stream event type,
@@ -14,6 +16,11 @@
 //! - [`stripe`]: [`FakeStripe`], the Stripe API's Checkout, line items and Billing Portal, and
 //!   webhook events signed with Stripe's scheme ([`stripe::sign`]).
 //! - [`redis`]: [`PrivateRedis`], a `redis-server` of a test's own, to kill and bring back.
+//! - [`postgres`]: [`PrivatePostgres`], a Postgres cluster of a test's own, to stop and start
+//!   again.
+//! - [`tmpfs`]: [`SmallTmpfs`], a tmpfs of a few hundred KB, to fill up (ENOSPC) and free.
+//! - [`books`]: an account's balance, holds and usage rows read straight from the ledger, and
+//!   the fault tests' check that they balance.
 //! - [`http`]: a small HTTP/1.1 client that shows exactly what went over the wire.
 //! - [`services`]: which Postgres and Redis the run uses, and [`skip`] for a test that cannot
 //!   run here.
@@ -25,6 +32,7 @@
 
 mod accept;
 pub mod anthropic;
+pub mod books;
 pub mod fastmcp;
 pub mod floor;
 pub mod gateway;
@@ -32,19 +40,23 @@ pub mod http;
 pub mod load;
 pub mod mcp;
 pub mod openai;
+pub mod postgres;
 pub mod redis;
 pub mod services;
 pub mod stripe;
+pub mod tmpfs;
 
 pub use anthropic::{anthropic_provider, AnthropicMode, FakeAnthropic, FAKE_ANTHROPIC_KEY};
 pub use fastmcp::FastMcpServer;
 pub use gateway::{
-    free_port, micros, model, provider, temp_dir, unique_email, Gateway, Opts, ADMIN_TOKEN,
-    FAST_TIMEOUTS,
+    free_port, micros, model, one_model_config, provider, temp_dir, unique_email, Gateway, Opts,
+    ADMIN_TOKEN, FAST_TIMEOUTS,
 };
 pub use http::{get, parse_response, post_json, raw_request, request, Response};
 pub use mcp::{FakeToolServer, ToolMode, VERBATIM_RESULT};
 pub use openai::{user, FakeOpenAi, FakeOpenAiBuilder, Mode, Recorded};
+pub use postgres::PrivatePostgres;
 pub use redis::PrivateRedis;
 pub use services::{database_url, python_with, redis_url, services_required, skip};
 pub use stripe::{FakeStripe, StripeMode, FAKE_STRIPE_KEY, WEBHOOK_SECRET, WEBHOOK_SECRET_OLD};
+pub use tmpfs::{is_enospc, SmallTmpfs};

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::openai::raw;
+use crate::json::raw;
 use crate::openai::request::Message;
 use crate::GatewayError;
 

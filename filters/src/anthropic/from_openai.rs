@@ -13,7 +13,7 @@ use super::events::not_json;
 use super::finish_to_stop_reason;
 use super::named_event;
 use crate::openai::stream::StreamStep;
-use crate::stream::StreamTranslator;
+use crate::translator::StreamTranslator;
 use crate::{GatewayError, Usage};
 
 #[derive(Debug)]

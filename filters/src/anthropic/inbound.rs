@@ -4,7 +4,7 @@
 //! client's body instead ([`MessagesRequest::passthrough_body`]), so nothing the mirror cannot
 //! carry (prompt caching, thinking, `top_k`, document blocks) is lost on the way to them.
 //!
-//! The body is read once, in place, as the OpenAI path reads its own (`crate::openai::raw`):
+//! The body is read once, in place, as the OpenAI path reads its own (`crate::json::raw`):
 //! the top-level members, the messages and their content blocks are `&RawValue` slices of the
 //! client's bytes, decoded only where a rule reads them. The checks live in `validate.rs`, the
 //! mirror in `mirror.rs`; both read what validation located (`validate::Inbound`).
@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::mirror::{openai_body, openai_messages};
 use super::validate::{validate, Inbound};
-use crate::openai::raw::{self, MemberList, ObjectError};
+use crate::json::raw::{self, MemberList, ObjectError};
 use crate::openai::request::{parse_chat_request, ChatRequest};
 use crate::GatewayError;
 

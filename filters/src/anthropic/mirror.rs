@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::validate::{Content, ContentBlock, Inbound};
-use crate::openai::raw;
+use crate::json::raw;
 use crate::GatewayError;
 
 /// Refuses (400) what [`super::MessagesRequest::chat`] had to leave out, for a request about

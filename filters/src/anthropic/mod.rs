@@ -6,7 +6,7 @@
 //!   inbound Messages request validated and mirrored into OpenAI form (from `inbound.rs` and
 //!   `mirror.rs`, checked in `validate.rs`).
 //! - [`completion`]: whole replies both ways (Message → chat.completion, and back).
-//! - [`stream`]: the three [`crate::stream::StreamTranslator`]s: Anthropic → OpenAI,
+//! - [`stream`]: the three [`crate::translator::StreamTranslator`]s: Anthropic → OpenAI,
 //!   Anthropic → Anthropic and OpenAI → Anthropic (the last two in their own files).
 //! - [`error`]: Anthropic's error shape for the inbound Messages API.
 //!

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::events::{error_object, not_json, parse_event, UsageTrack};
 use super::{named_event, with_member};
 use crate::openai::stream::StreamStep;
-use crate::stream::StreamTranslator;
+use crate::translator::StreamTranslator;
 use crate::{GatewayError, Usage};
 
 #[derive(Debug)]

@@ -16,7 +16,7 @@ use super::blocks::{
     Metadata, Schema, System, Tool, ToolContent, Turn,
 };
 pub use super::inbound::{count_tokens_messages, parse_messages_request, MessagesRequest};
-use crate::openai::raw::{self, Kind};
+use crate::json::raw::{self, Kind};
 use crate::openai::request::{ChatRequest, Message};
 use crate::GatewayError;
 

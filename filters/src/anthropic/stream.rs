@@ -19,7 +19,7 @@ pub use super::from_openai::FromOpenAi;
 pub use super::passthrough::Passthrough;
 use super::{openai_usage_json, stop_reason_to_finish};
 use crate::openai::stream::{sse_event, StreamStep, DONE_EVENT};
-use crate::stream::StreamTranslator;
+use crate::translator::StreamTranslator;
 use crate::{GatewayError, Usage};
 
 /// Anthropic upstream, OpenAI client.

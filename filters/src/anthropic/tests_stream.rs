@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use super::stream::{Passthrough, ToOpenAi};
 use crate::openai::stream::StreamStep;
-use crate::stream::StreamTranslator;
+use crate::translator::StreamTranslator;
 use crate::Usage;
 
 /// An Anthropic stream as (event, data) pairs: text, thinking, two parallel tool calls whose

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::stream::{FromOpenAi, ToOpenAi};
 use super::tests_stream::{anthropic_events, emitted};
 use crate::openai::stream::StreamStep;
-use crate::stream::StreamTranslator;
+use crate::translator::StreamTranslator;
 use crate::Usage;
 
 #[test]

@@ -1,5 +1,5 @@
 //! Anthropic's checks of a Messages body, each naming the field, run on the members located in
-//! place (`crate::openai::raw`); what they locate (messages, blocks, system texts, tools) is
+//! place (`crate::json::raw`); what they locate (messages, blocks, system texts, tools) is
 //! kept in an [`Inbound`] for the mirror. Each rule keeps the meaning it had on a JSON tree: a
 //! repeated key counts by its last occurrence, `null` is absent where Anthropic treats it so.
 
@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use serde_json::value::RawValue;
 
-use crate::openai::raw::{self, Kind, MemberList};
+use crate::json::raw::{self, Kind, MemberList};
 use crate::GatewayError;
 
 const MAX_MODEL_BYTES: usize = 256;

@@ -8,8 +8,8 @@ use std::borrow::Cow;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::openai::raw::{self, Kind, MemberList, ObjectError};
-use crate::openai::splice::splice_members;
+use crate::json::raw::{self, Kind, MemberList, ObjectError};
+use crate::json::splice::splice_members;
 
 /// JSON-RPC's error codes, and ours (-32000 to -32099 are the server's to define).
 pub const PARSE_ERROR: i64 = -32700;

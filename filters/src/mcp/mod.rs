@@ -8,9 +8,10 @@ use std::net::IpAddr;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::openai::raw;
+use crate::json::raw;
 
 mod message;
+mod state;
 #[cfg(test)]
 mod tests_message;
 pub use message::{
@@ -18,6 +19,7 @@ pub use message::{
     INSUFFICIENT_CREDITS, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
     PARSE_ERROR, RATE_LIMITED, UPSTREAM_ERROR,
 };
+pub use state::{Move, ServiceState};
 
 /// Protocol versions the agent endpoint speaks, newest first.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];

@@ -2,7 +2,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use super::*;
-use crate::openai::raw;
+use crate::json::raw;
 
 #[test]
 fn messages_are_read_strictly() {

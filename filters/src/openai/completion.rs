@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::splice::{splice_members, Members};
+use crate::json::splice::{splice_members, Members};
 use crate::Usage;
 
 /// Rewrites a non-streaming completion for the client: the model used, and a usage object

@@ -15,9 +15,9 @@ use std::borrow::Cow;
 
 use serde_json::value::RawValue;
 
-use super::raw::{self, Kind, MemberList, ObjectError};
-use super::splice::splice_members;
 use super::tools::{check_tool_choice, check_tools, field_err};
+use crate::json::raw::{self, Kind, MemberList, ObjectError};
+use crate::json::splice::splice_members;
 use crate::GatewayError;
 
 const ROLES: &[&str] = &[

@@ -11,7 +11,7 @@ use serde::de::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::splice::{splice_members, Members};
+use crate::json::splice::{splice_members, Members};
 use crate::Usage;
 
 /// What one upstream event means for the client.

@@ -3,7 +3,7 @@
 
 use serde_json::value::RawValue;
 
-use super::raw::{self, Kind};
+use crate::json::raw::{self, Kind};
 use crate::GatewayError;
 
 const TOOL_CHOICES: &[&str] = &["auto", "none", "required"];

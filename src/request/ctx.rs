@@ -3,10 +3,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use tollgate_filters::credits::format_credits;
 use tollgate_filters::credits::Rates;
 use tollgate_filters::Usage;
 
-use crate::metering::{PlacedHold, Served};
+use crate::metering::charge::Charge;
+use crate::metering::{Meter, Served, Written};
 
 /// The wire format the client speaks, which decides the shape of every answer, errors too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +19,18 @@ pub enum Wire {
     Anthropic,
 }
 
+/// What served a request, and what it used: the usage row's facts.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub model: String,
+    pub provider: String,
+    /// The rates of the model used.
+    pub rates: Rates,
+    pub usage: Usage,
+    /// The usage came from the tokenizer, not the upstream.
+    pub usage_counted: bool,
+}
+
 pub struct RequestCtx {
     pub request_id: String,
     pub wire: Wire,
@@ -25,22 +39,16 @@ pub struct RequestCtx {
     pub route: &'static str,
     pub status: u16,
     pub error: Option<String>,
-    /// Set by the forwarding loop: what was served and what it used, for settlement.
+    /// The model the client asked for.
     pub model_requested: Option<String>,
-    pub model_used: Option<String>,
-    pub provider: Option<String>,
-    pub usage: Option<Usage>,
-    /// Usage came from the tokenizer, not the upstream.
-    pub usage_counted: bool,
     pub client_gone: bool,
-    /// Rates of the model used, for settlement.
-    pub rates: Option<Rates>,
-    /// The credit hold, until settled.
-    pub hold: Option<PlacedHold>,
-    /// What the hold decided for candidates after the first (for the usage row), `; `-joined.
-    pub hold_note: Option<String>,
-    /// What settlement charged.
-    pub charged: Option<i64>,
+    /// The metered request: its charge (the credit hold), until it is settled, once.
+    pub metered: Option<Charge>,
+    /// What was served: set by the attempt that served the request.
+    pub served: Option<Delivery>,
+    /// What the settlement wrote (into the ledger, or into a credit lease whose next round
+    /// commits it).
+    pub charged: Option<Written>,
     /// Headers every response of this request carries (e.g. `X-Credits-Remaining`).
     pub headers: Vec<(&'static str, String)>,
 }
@@ -66,14 +74,9 @@ impl RequestCtx {
             status: 0,
             error: None,
             model_requested: None,
-            model_used: None,
-            provider: None,
-            usage: None,
-            usage_counted: false,
             client_gone: false,
-            rates: None,
-            hold: None,
-            hold_note: None,
+            metered: None,
+            served: None,
             charged: None,
             headers: Vec::new(),
         }
@@ -84,29 +87,29 @@ impl RequestCtx {
         self.headers.push((name, value));
     }
 
-    /// Adds one decision of the hold to the usage row's note.
-    pub fn note_hold(&mut self, what: String) {
-        match &mut self.hold_note {
-            Some(n) => {
-                n.push_str("; ");
-                n.push_str(&what);
-            }
-            None => self.hold_note = Some(what),
-        }
-    }
-
-    /// What the request turned out to be, for its usage row.
-    pub fn served(&self) -> Served<'_> {
-        Served {
+    /// Settles the metered request, if it is still held: at what was served (nothing when no
+    /// model produced output), once. The balance after it goes out as `X-Credits-Remaining`.
+    /// Called by the pipeline before its answer's last bytes, and by the logging hook for a
+    /// request whose future was dropped first.
+    pub async fn settle(&mut self, meter: &Meter<'_>) {
+        let Some(charge) = self.metered.take() else {
+            return;
+        };
+        let d = self.served.as_ref();
+        let served = Served {
             request_id: &self.request_id,
             model_requested: self.model_requested.as_deref().unwrap_or_default(),
-            model_used: self.model_used.as_deref(),
-            provider: self.provider.as_deref(),
-            usage: self.usage.unwrap_or_default(),
-            rates: self.rates,
+            model_used: d.map(|d| d.model.as_str()),
+            provider: d.map(|d| d.provider.as_str()),
+            usage: d.map(|d| d.usage).unwrap_or_default(),
+            rates: d.map(|d| d.rates),
             status: self.status,
             latency_ms: self.start.elapsed().as_millis() as i64,
-            hold_note: self.hold_note.as_deref(),
+            hold_note: None,
+        };
+        if let Some(w) = charge.settle(meter, served).await {
+            self.charged = Some(w);
+            self.set_header("X-Credits-Remaining", format_credits(w.balance));
         }
     }
 }

@@ -11,8 +11,8 @@ use pingora::proxy::Session;
 use serde_json::{json, Value};
 use tollgate_filters::{ErrorKind, GatewayError};
 
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::{body, respond};
+use crate::request::ctx::RequestCtx;
+use crate::request::{body, respond};
 use crate::runtime::Shared;
 
 /// Pause between streamed words: slow enough to watch, fast enough for tests.

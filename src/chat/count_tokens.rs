@@ -10,11 +10,11 @@ use tollgate_filters::anthropic::request::count_tokens_messages;
 use tollgate_filters::route::Target;
 use tollgate_filters::{tokens, ErrorKind, GatewayError};
 
+use crate::auth::caller::Caller;
 use crate::chat::tokenize::off_thread;
-use crate::proxy::body;
-use crate::proxy::caller::{self, Caller};
-use crate::proxy::ctx::RequestCtx;
-use crate::proxy::respond;
+use crate::request::body;
+use crate::request::ctx::RequestCtx;
+use crate::request::respond;
 use crate::runtime::Shared;
 
 /// `{"input_tokens": n}`: the prompt (system, messages and tools) counted with o200k_base,
@@ -25,9 +25,8 @@ pub async fn count_tokens(
     shared: &Shared,
     session: &mut Session,
     ctx: &mut RequestCtx,
+    caller: &Caller,
 ) -> Result<(), GatewayError> {
-    let caller = caller::authenticate(shared, session, false).await?;
-    caller::admit(shared, session, ctx, &caller).await?;
     let rt = shared.runtime.load_full();
     let raw = body::read(
         session,

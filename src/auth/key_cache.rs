@@ -3,6 +3,7 @@
 //! revoking instance evicts at once). No database round trip happens for a cached key.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,10 @@ use tollgate_filters::{keys, ErrorKind, GatewayError};
 use crate::ledger::{KeyAuth, Ledger};
 
 pub const KEY_CACHE_TTL: Duration = Duration::from_secs(4);
+/// How long a cached lookup may stand in for the ledger while it cannot answer.
+const STALE_FOR: Duration = Duration::from_secs(600);
+/// After a lookup failed, cached keys are served without asking the ledger for this long.
+const RETRY_LOOKUP_AFTER: Duration = Duration::from_secs(2);
 /// How often `last_used_at` is written for a key that is used continuously.
 const TOUCH_EVERY: Duration = Duration::from_secs(60);
 
@@ -27,6 +32,8 @@ pub struct KeyCache {
     /// one does not fill the cache: what it read may be the key as it was before the revoke,
     /// and caching that would let the key work for another `KEY_CACHE_TTL`.
     evictions: std::sync::atomic::AtomicU64,
+    /// When (ms) a lookup last failed because the ledger did not answer.
+    failed_at: AtomicI64,
 }
 
 impl KeyCache {
@@ -58,13 +65,42 @@ impl KeyCache {
                 }
             }
         }
+        // The ledger cannot answer: a key seen lately keeps working through the outage, so
+        // that an account with a funded credit lease is still served (DESIGN.md, Rules:
+        // Faults). A revocation made meanwhile takes effect once the ledger answers again.
+        // While the last lookup failed recently, no request waits out the store's timeout again.
+        if self.ledger_failing() {
+            if let Some(auth) = self.stale(&hash, now) {
+                return auth.ok_or_else(unauthorized);
+            }
+        }
         let epoch = self.epoch();
-        let auth = ledger.key_auth(&hash).await?;
+        let auth = match ledger.key_auth(&hash).await {
+            Ok(a) => a,
+            Err(e) => {
+                self.failed_at
+                    .store(crate::clock::now_ms(), Ordering::Relaxed);
+                return self.stale(&hash, now).ok_or(e)?.ok_or_else(unauthorized);
+            }
+        };
         self.fill(hash, auth.clone(), epoch, now);
         if let Some(a) = &auth {
             spawn_touch(ledger.clone(), a.key_id.clone());
         }
         auth.ok_or_else(unauthorized)
+    }
+
+    /// Whether a lookup failed within the last [`RETRY_LOOKUP_AFTER`].
+    fn ledger_failing(&self) -> bool {
+        crate::clock::now_ms() - self.failed_at.load(Ordering::Relaxed)
+            < RETRY_LOOKUP_AFTER.as_millis() as i64
+    }
+
+    /// A cached lookup up to [`STALE_FOR`] old, for when the ledger cannot answer.
+    fn stale(&self, hash: &str, now: Instant) -> Option<Option<KeyAuth>> {
+        let map = self.entries.lock().ok()?;
+        let c = map.get(hash)?;
+        (now.duration_since(c.at) < STALE_FOR).then(|| c.auth.clone())
     }
 
     fn epoch(&self) -> u64 {

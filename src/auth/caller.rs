@@ -11,10 +11,10 @@ use tollgate_filters::keys::{self, constant_time_eq};
 use tollgate_filters::net::Cidr;
 use tollgate_filters::{ErrorKind, GatewayError};
 
-use super::ctx::RequestCtx;
-use crate::accounts::SESSION_COOKIE;
+use super::SESSION_COOKIE;
 use crate::ledger::KeyAuth;
 use crate::limits::{self, Who};
+use crate::request::ctx::RequestCtx;
 use crate::runtime::Shared;
 
 #[derive(Debug, Clone)]
@@ -255,5 +255,5 @@ pub fn client_ip(session: &Session, trusted: &[Cidr]) -> Option<IpAddr> {
 
 pub fn session_cookie(session: &Session) -> Option<String> {
     let h = session.req_header().headers.get("cookie")?.to_str().ok()?;
-    crate::accounts::cookie(h, SESSION_COOKIE).map(str::to_owned)
+    super::cookie(h, SESSION_COOKIE).map(str::to_owned)
 }

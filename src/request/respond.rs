@@ -74,7 +74,7 @@ pub async fn error(session: &mut Session, ctx: &mut RequestCtx, err: &GatewayErr
         session.set_keepalive(None);
     }
     let mut extra: Vec<(&'static str, String)> = Vec::new();
-    if let Some(r) = err.retry_after() {
+    if let Some(r) = err.retry_after_header() {
         extra.push(("Retry-After", r.to_string()));
     }
     ctx.error = Some(err.message.clone());

@@ -50,7 +50,7 @@ fn offset_in(whole: &[u8], part: &str) -> usize {
 }
 
 /// The top-level members of a JSON object, keys and raw values borrowed from the input.
-pub(super) struct Members<'a>(pub(super) Vec<(Cow<'a, str>, &'a RawValue)>);
+pub(crate) struct Members<'a>(pub(crate) Vec<(Cow<'a, str>, &'a RawValue)>);
 
 impl<'de> Deserialize<'de> for Members<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
-use super::splice::Members;
+use crate::json::splice::Members;
 
 /// One member list: keys (borrowed unless escaped) and raw values, in the body's order.
 pub type MemberList<'a> = Vec<(Cow<'a, str>, &'a RawValue)>;

@@ -1,0 +1,101 @@
+//! What a call costs: the caller charged the price exactly, the developer paid their share, and
+//! tool calls counted against the caller's plan rate limit.
+
+use serde_json::json;
+use tollgate_testkit::*;
+
+use crate::common::{api, gateway, live_service, names, rpc, uniq, MCP_OPEN};
+
+#[tokio::test]
+async fn calls_are_charged_exactly_and_developers_paid_their_share() {
+    let gw = gateway(MCP_OPEN).await;
+    let tools = FakeToolServer::start().await;
+    let mut devs = Vec::new();
+    for (price, share) in [(1u64, 1i64), (7, 6), (59, 48), (60, 48)] {
+        let slug = uniq(&format!("p{price}"));
+        let (dev, dev_key) = live_service(&gw, &slug, &tools.url(), price).await;
+        devs.push((slug, price as i64, share, dev, dev_key));
+    }
+    let before = gw.balance(&gw.key).await;
+    // Listing is free.
+    let listed = names(&rpc(&gw, "/mcp", &gw.key, "tools/list", json!({})).await);
+    let ours = listed
+        .iter()
+        .filter(|n| devs.iter().any(|d| n.starts_with(&format!("{}__", d.0))))
+        .count();
+    assert_eq!(ours, 8, "{listed:?}");
+    assert_eq!(gw.balance(&gw.key).await, before);
+    let init = rpc(&gw, "/mcp", &gw.key, "initialize", json!({"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})).await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-03-26");
+    let mut spent = 0;
+    for (slug, price, share, _dev, dev_key) in &devs {
+        let dev_before = gw.balance(dev_key).await;
+        let v = rpc(
+            &gw,
+            "/mcp",
+            &gw.key,
+            "tools/call",
+            json!({"name": format!("{slug}__echo"), "arguments": {"text": "hello"}}),
+        )
+        .await;
+        assert_eq!(v["result"]["content"][0]["text"], "hello", "{v}");
+        spent += price * 1_000_000;
+        assert_eq!(before - gw.balance(&gw.key).await, spent, "{slug}");
+        assert_eq!(
+            gw.balance(dev_key).await - dev_before,
+            share * 1_000_000,
+            "{slug}"
+        );
+        let e = api(&gw, "GET", "/api/v1/mcp/earnings", dev_key, &json!({}))
+            .await
+            .json();
+        assert_eq!(e["total_calls"], 1);
+        assert_eq!(e["total_credits_earned"].as_f64(), Some(*share as f64));
+        assert_eq!(e["services"][0]["slug"], slug.as_str());
+        assert_eq!(e["recent"][0]["tool"], "echo");
+    }
+    // One service's endpoint: its tools under their own names, its other methods passed through.
+    let p7 = format!("/mcp/{}", devs[1].0);
+    let v = rpc(
+        &gw,
+        &p7,
+        &gw.key,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+    )
+    .await;
+    assert_eq!(v["result"]["content"][0]["text"], "5");
+    spent += 7_000_000;
+    let v = rpc(&gw, &p7, &gw.key, "resources/list", json!({})).await;
+    assert_eq!(v["result"]["resources"][0]["uri"], "fake://readme");
+    assert_eq!(
+        before - gw.balance(&gw.key).await,
+        spent,
+        "resources/list is free"
+    );
+    // The usage rows say what was called.
+    let u = gw.usage(&gw.key).await;
+    assert_eq!(
+        u["recent"][0]["model_requested"],
+        format!("{}__add", devs[1].0)
+    );
+    assert_eq!(u["recent"][0]["credits"].as_f64(), Some(7.0));
+}
+
+#[tokio::test]
+async fn tool_calls_count_against_the_plan_rate_limit() {
+    let gw = gateway(MCP_OPEN).await;
+    let tools = FakeToolServer::start().await;
+    let wx = uniq("wx");
+    live_service(&gw, &wx, &tools.url(), 1).await;
+    let (uid, key) = gw.signup(&unique_email()).await;
+    gw.admin_plan(&uid, "free", Some(1), None).await;
+    let call = json!({"name": format!("{wx}__echo"), "arguments": {"text": "a"}});
+    assert!(rpc(&gw, "/mcp", &key, "tools/call", call.clone()).await["result"].is_object());
+    let before = gw.balance(&key).await;
+    let v = rpc(&gw, "/mcp", &key, "tools/call", call).await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    assert!(v["error"]["data"]["retry_after"].as_u64().unwrap() >= 1);
+    assert_eq!(gw.balance(&key).await, before);
+    assert_eq!(tools.calls(), 1);
+}

@@ -1,0 +1,13 @@
+//! The MCP tool marketplace end to end, one file per behaviour: `registration` (checked live
+//! and refused clearly, the SSRF guard, the states and who may move them), `calls` (`/mcp` and
+//! `/mcp/{slug}` for agents, sessions re-initialised upstream, any instance serving any agent),
+//! `charging` (exact charges, the developer's share, the plan's rate limit), `failures` (every
+//! failed call free, a crash mid-call too), `bad_input` (clear errors, nothing changed);
+//! `common` starts the gateway and speaks its API. SQLite, and Postgres + Redis when set.
+
+mod bad_input;
+mod calls;
+mod charging;
+mod common;
+mod failures;
+mod registration;
