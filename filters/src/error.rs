@@ -39,13 +39,35 @@ pub const SERVICE_UNAVAILABLE_RETRY_SECS: u64 = 2;
 pub struct GatewayError {
     pub kind: ErrorKind,
     pub message: String,
+    /// The request field at fault (`messages[0].content`, `email`), as OpenAI's `error.param`:
+    /// a form shows the message next to that field without reading it out of the message.
+    pub param: Option<String>,
+}
+
+/// The field an invalid-request message names. Every such message starts with the path of
+/// the field at fault and a colon (`max_tokens: must be …`); `body:` (the request as a whole)
+/// and header names (`Stripe-Signature:`) name no field.
+fn field_of(message: &str) -> Option<String> {
+    let (head, _) = message.split_once(": ")?;
+    let path = head.chars().all(|c| {
+        c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '[' | ']')
+    });
+    let starts = head.starts_with(|c: char| c.is_ascii_lowercase() || c == '_');
+    (path && starts && head != "body").then(|| head.to_owned())
 }
 
 impl GatewayError {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        let message = message.into();
+        // A request's own fault names its field; a taken e-mail or slug is a field's too.
+        let param = match kind {
+            ErrorKind::InvalidRequest | ErrorKind::Conflict => field_of(&message),
+            _ => None,
+        };
         GatewayError {
             kind,
-            message: message.into(),
+            message,
+            param,
         }
     }
 
@@ -111,6 +133,9 @@ impl GatewayError {
         });
         if let Some(r) = self.retry_after() {
             inner["retry_after"] = r.into();
+        }
+        if let Some(p) = &self.param {
+            inner["param"] = p.as_str().into();
         }
         serde_json::json!({ "error": inner })
     }
@@ -185,6 +210,26 @@ mod tests {
         let e = GatewayError::invalid("x");
         assert!(e.to_value()["error"].get("retry_after").is_none());
         assert_eq!(e.retry_after_header(), None);
+    }
+
+    #[test]
+    fn an_invalid_request_names_its_field_as_param() {
+        let p = |m: &str| GatewayError::invalid(m).to_value()["error"]["param"].clone();
+        assert_eq!(p("email: must be an e-mail address"), "email");
+        assert_eq!(
+            p("messages[2].content[0].type: unknown"),
+            "messages[2].content[0].type"
+        );
+        assert_eq!(p("max_tokens: must be positive"), "max_tokens");
+        // The body as a whole, a header, or a sentence: no field.
+        assert!(p("body: malformed JSON (eof)").is_null());
+        assert!(p("Stripe-Signature: no v1 entry").is_null());
+        assert!(p("the upstream said no: 400").is_null());
+        assert!(p("no colon at all").is_null());
+        let e = GatewayError::new(ErrorKind::Conflict, "slug: `x` is taken");
+        assert_eq!(e.to_value()["error"]["param"], "slug");
+        let e = GatewayError::upstream("model: not served");
+        assert!(e.to_value()["error"].get("param").is_none());
     }
 
     #[test]

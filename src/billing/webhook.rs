@@ -6,10 +6,8 @@
 //! deliver again later.
 
 use pingora::proxy::Session;
-use serde_json::{json, Value};
-use tollgate_filters::stripe::{
-    int_at, invoice_subscription, price_ids, secrets, str_at, verify, TOLERANCE_SECS,
-};
+use serde_json::json;
+use tollgate_filters::stripe::{self, price_ids, secrets, verify, Action, Event, TOLERANCE_SECS};
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::{billing_config, stripe_api};
@@ -50,16 +48,9 @@ pub async fn webhook(
     let now = crate::clock::now_secs();
     verify(header, &raw, &keys, now, TOLERANCE_SECS)
         .map_err(|e| GatewayError::invalid(format!("Stripe-Signature: {e}")))?;
-    let event: Value = serde_json::from_slice(&raw)
-        .map_err(|e| GatewayError::invalid(format!("body: malformed JSON ({e})")))?;
-    let (Some(id), Some(ty)) = (str_at(&event, &["id"]), str_at(&event, &["type"])) else {
-        return Err(GatewayError::invalid("body: an event needs id and type"));
-    };
-    let obj = &event["data"]["object"];
-    if !obj.is_object() {
-        return Err(GatewayError::invalid("body: data.object must be an object"));
-    }
-    let applied = apply(shared, &rt.config, billing, id, ty, obj).await?;
+    let event = Event::parse(&raw).map_err(|e| GatewayError::invalid(format!("body: {e}")))?;
+    let (id, ty) = (event.id.as_str(), event.type_name.as_str());
+    let applied = apply(shared, &rt.config, billing, &event).await?;
     let (duplicate, outcome, account) = match &applied {
         Applied::Duplicate => (true, "already received: nothing changed".to_owned(), None),
         Applied::Done {
@@ -82,148 +73,108 @@ async fn apply(
     shared: &Shared,
     config: &Config,
     billing: &Billing,
-    id: &str,
-    ty: &str,
-    obj: &Value,
+    event: &Event,
 ) -> Result<Applied, GatewayError> {
     let ledger = shared.ledger()?;
     let now = crate::clock::now_ms();
-    let s = |path: &[&str]| str_at(obj, path).map(str::to_owned);
-    match ty {
-        "checkout.session.completed" | "checkout.session.async_payment_succeeded" => {
-            if ty == "checkout.session.completed"
-                && s(&["payment_status"]).as_deref() == Some("unpaid")
-            {
-                return Ok(ledger
-                    .record_event(
-                        id,
-                        ty,
-                        "unpaid: waiting for checkout.session.async_payment_succeeded",
-                        now,
-                    )
-                    .await?);
-            }
-            let Some(session_id) = s(&["id"]) else {
-                return Ok(ledger.record_event(id, ty, "no session id", now).await?);
-            };
+    let (id, ty) = (event.id.as_str(), event.type_name.as_str());
+    // Recorded with why nothing was granted: a redelivery is then a duplicate.
+    macro_rules! record {
+        ($why:expr $(,)?) => {
+            ledger.record_event(id, ty, $why, now)
+        };
+    }
+    match &event.action {
+        Action::CheckoutAwaitingPayment => {
+            Ok(record!("unpaid: waiting for checkout.session.async_payment_succeeded",).await?)
+        }
+        Action::CheckoutPaid(c) => {
             if ledger.event_seen(id).await? {
                 return Ok(Applied::Duplicate);
             }
-            let session_key = s(&["metadata", "session_key"]);
-            let Some((plan, pack, grant)) = what_was_bought(
-                shared,
-                config,
-                billing,
-                &session_id,
-                session_key.as_deref(),
-                obj,
-            )
-            .await?
+            let Some((plan, pack, grant)) = what_was_bought(shared, config, billing, c).await?
             else {
-                return Ok(ledger
-                    .record_event(
-                        id,
-                        ty,
-                        "no plan or credit pack of ours in this session: nothing granted",
-                        now,
-                    )
-                    .await?);
+                return Ok(record!(
+                    "no plan or credit pack of ours in this session: nothing granted"
+                )
+                .await?);
             };
             let paid = CheckoutPaid {
                 event_id: id.to_owned(),
                 event_type: ty.to_owned(),
-                session_id,
-                client_reference_id: s(&["client_reference_id"]),
-                session_key,
-                payer_email: s(&["customer_details", "email"])
-                    .or_else(|| s(&["customer_email"]))
-                    .map(|e| e.trim().to_lowercase()),
+                session_id: c.session_id.clone(),
+                client_reference_id: c.client_reference_id.clone(),
+                session_key: c.session_key.clone(),
+                payer_email: c.payer_email.clone(),
                 plan,
                 credits_pack: pack,
                 grant,
-                amount: int_at(obj, &["amount_total"]),
-                currency: s(&["currency"]),
-                customer: s(&["customer"]),
-                subscription: s(&["subscription"]),
-                payment_intent: s(&["payment_intent"]),
-                invoice: s(&["invoice"]),
-                anonymous_id: format!("usr_{}", crate::accounts::random_id(16)?),
+                amount: c.amount,
+                currency: c.currency.clone(),
+                customer: c.customer.clone(),
+                subscription: c.subscription.clone(),
+                payment_intent: c.payment_intent.clone(),
+                invoice: c.invoice.clone(),
+                anonymous_id: format!("usr_{}", crate::auth::random_id(16)?),
             };
             Ok(ledger.apply_checkout(&paid, now).await?)
         }
-        "invoice.paid" => {
-            let reason = s(&["billing_reason"]).unwrap_or_default();
-            if let ("subscription_create", Some(invoice)) = (reason.as_str(), s(&["id"])) {
-                let intent = s(&["payment_intent"]);
-                return Ok(ledger
-                    .record_first_invoice(id, &invoice, intent.as_deref(), now)
-                    .await?);
-            }
-            if reason != "subscription_cycle" {
-                let why = format!("invoice ({reason}): nothing to grant (a first invoice is granted by its checkout)");
-                return Ok(ledger.record_event(id, ty, &why, now).await?);
-            }
-            let Some(invoice_id) = s(&["id"]) else {
-                return Ok(ledger.record_event(id, ty, "no invoice id", now).await?);
-            };
-            let lines = &obj["lines"];
+        Action::FirstInvoicePaid {
+            invoice,
+            payment_intent,
+        } => Ok(ledger
+            .record_first_invoice(id, invoice, payment_intent.as_deref(), now)
+            .await?),
+        Action::OtherInvoicePaid { reason } => {
+            let why = format!(
+                "invoice ({reason}): nothing to grant (a first invoice is granted by its checkout)"
+            );
+            Ok(record!(&why).await?)
+        }
+        Action::RenewalPaid(r) => {
             let r = Renewal {
                 event_id: id.to_owned(),
-                invoice_id,
-                customer: s(&["customer"]),
-                subscription: invoice_subscription(obj).map(str::to_owned),
-                plan: plan_of(config, &price_ids(lines)),
-                amount: int_at(obj, &["amount_paid"]),
-                currency: s(&["currency"]),
-                payment_intent: s(&["payment_intent"]),
-                renews_at: lines["data"][0]["period"]["end"].as_i64().map(|t| t * 1000),
+                invoice_id: r.invoice.clone(),
+                customer: r.customer.clone(),
+                subscription: r.subscription.clone(),
+                plan: plan_of(config, &r.price_ids),
+                amount: r.amount,
+                currency: r.currency.clone(),
+                payment_intent: r.payment_intent.clone(),
+                renews_at: r.renews_at_ms,
             };
             Ok(ledger
                 .apply_renewal(&r, &config.plans.grants(), now)
                 .await?)
         }
-        "customer.subscription.updated" | "customer.subscription.deleted" => {
-            let Some(sub) = s(&["id"]) else {
-                return Ok(ledger
-                    .record_event(id, ty, "no subscription id", now)
-                    .await?);
-            };
-            let items = &obj["items"];
+        Action::SubscriptionChanged(sub) => {
             let c = SubscriptionChange {
                 event_id: id.to_owned(),
                 event_type: ty.to_owned(),
-                subscription: sub,
-                customer: s(&["customer"]),
-                status: s(&["status"]),
-                plan: plan_of(config, &price_ids(items)),
-                renews_at: int_at(obj, &["current_period_end"])
-                    .or_else(|| items["data"][0]["current_period_end"].as_i64())
-                    .map(|t| t * 1000),
-                deleted: ty == "customer.subscription.deleted",
+                subscription: sub.id.clone(),
+                customer: sub.customer.clone(),
+                status: sub.status.clone(),
+                plan: plan_of(config, &sub.price_ids),
+                renews_at: sub.renews_at_ms,
+                deleted: sub.deleted,
             };
             Ok(ledger.apply_subscription(&c, now).await?)
         }
-        "charge.refunded" | "charge.dispute.created" => {
-            let refund = ty == "charge.refunded";
+        Action::Clawback(cb) => {
             let c = Clawback {
                 event_id: id.to_owned(),
                 event_type: ty.to_owned(),
-                kind: if refund { "refund" } else { "dispute" },
-                payment_intent: s(&["payment_intent"]),
-                invoice: s(&["invoice"]),
-                amount: int_at(obj, &["amount"]),
-                amount_refunded: if refund {
-                    int_at(obj, &["amount_refunded"])
-                } else {
-                    None
-                },
-                currency: s(&["currency"]),
+                kind: cb.kind.as_str(),
+                payment_intent: cb.payment_intent.clone(),
+                invoice: cb.invoice.clone(),
+                amount: cb.amount,
+                amount_refunded: cb.amount_refunded,
+                currency: cb.currency.clone(),
             };
             Ok(ledger.apply_clawback(&c, now).await?)
         }
-        other => Ok(ledger
-            .record_event(id, other, "not a type the gateway acts on", now)
-            .await?),
+        Action::Incomplete(why) => Ok(record!(why).await?),
+        Action::Ignored => Ok(record!("not a type the gateway acts on").await?),
     }
 }
 
@@ -242,10 +193,10 @@ async fn what_was_bought(
     shared: &Shared,
     config: &Config,
     billing: &Billing,
-    session_id: &str,
-    session_key: Option<&str>,
-    obj: &Value,
+    bought: &stripe::Checkout,
 ) -> Result<Option<(Option<String>, Option<String>, i64)>, GatewayError> {
+    let session_id = bought.session_id.as_str();
+    let session_key = bought.session_key.as_deref();
     let plans = &config.plans;
     let sold_plan = |p: &str| plans.get(p).filter(|x| x.stripe_price.is_some()).is_some();
     let plan_grant = |p: &str| plans.get(p).and_then(|x| x.grant).unwrap_or(0);
@@ -270,10 +221,10 @@ async fn what_was_bought(
             (None, None) => None,
         });
     }
-    if let Some(p) = str_at(obj, &["metadata", "plan"]).filter(|p| sold_plan(p)) {
+    if let Some(p) = bought.metadata_plan.as_deref().filter(|p| sold_plan(p)) {
         return Ok(Some((Some(p.to_owned()), None, plan_grant(p))));
     }
-    if let Some(k) = str_at(obj, &["metadata", "credits_pack"]) {
+    if let Some(k) = bought.metadata_credits_pack.as_deref() {
         if let Some(g) = pack_grant(k) {
             return Ok(Some((None, Some(k.to_owned()), g)));
         }

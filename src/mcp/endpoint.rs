@@ -16,8 +16,7 @@ use serde_json::{json, Value};
 use tollgate_filters::json::raw::{self, Kind};
 use tollgate_filters::mcp::{
     call_succeeded, joined_name, negotiate, parse_message, result_json, tool_call_params, Incoming,
-    RpcError, ServiceState, INSUFFICIENT_CREDITS, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND,
-    RATE_LIMITED, UPSTREAM_ERROR,
+    RpcError, ServiceState, INTERNAL_ERROR, METHOD_NOT_FOUND,
 };
 use tollgate_filters::{ErrorKind, GatewayError};
 
@@ -172,11 +171,8 @@ async fn forward(
 ) -> Result<Box<RawValue>, RpcError> {
     let timeout = shared.runtime.load().config.mcp.call_timeout;
     let up_err = |why: String| {
-        RpcError::new(
-            Value::Null,
-            UPSTREAM_ERROR,
-            format!("tool server `{}` {why}", s.slug),
-        )
+        let e = GatewayError::upstream(format!("tool server `{}` {why}", s.slug));
+        RpcError::from_error(Value::Null, &e)
     };
     let up = Upstream::resolve(shared, &s.upstream_url, timeout)
         .await
@@ -222,16 +218,15 @@ impl Call<'_> {
         scope: &[&Service],
         own_names: bool,
     ) -> Result<Box<RawValue>, RpcError> {
-        let err = |code, msg: String| RpcError::new(self.id.clone(), code, msg);
+        let err = |e: GatewayError| RpcError::from_error(self.id.clone(), &e);
         let members = self.params.and_then(raw::object).unwrap_or_default();
         let (Some(params), Some(name)) = (
             self.params,
             raw::get(&members, "name").and_then(raw::as_str),
         ) else {
-            return Err(err(
-                INVALID_PARAMS,
-                "params.name: the tool's name is required".into(),
-            ));
+            return Err(err(GatewayError::invalid(
+                "params.name: the tool's name is required",
+            )));
         };
         let name = name.as_ref();
         let found = if own_names {
@@ -248,22 +243,21 @@ impl Call<'_> {
                 .any(|t| t["name"] == tool)
         };
         let Some((service, tool)) = found.filter(|(s, t)| known(s, t)) else {
-            return Err(err(INVALID_PARAMS, format!("unknown tool `{name}`")));
+            return Err(err(GatewayError::invalid(format!(
+                "params.name: unknown tool `{name}`"
+            ))));
         };
         if raw::get(&members, "arguments")
             .is_some_and(|a| !matches!(raw::kind(a), Kind::Object | Kind::Null))
         {
-            return Err(err(
-                INVALID_PARAMS,
-                "params.arguments: must be an object".into(),
-            ));
+            return Err(err(GatewayError::invalid(
+                "params.arguments: must be an object",
+            )));
         }
         // The call counts against the caller's plan like a chat request.
-        if let Err(e) = caller::admit(self.shared, session, ctx, caller).await {
-            let retry = e.retry_after().unwrap_or(1);
-            return Err(err(RATE_LIMITED, e.message)
-                .with_data(json!({"type": "rate_limit_exceeded", "retry_after": retry})));
-        }
+        caller::admit(self.shared, session, ctx, caller)
+            .await
+            .map_err(err)?;
         let rt = self.shared.runtime.load_full();
         let facts = ToolCall {
             request_id: &ctx.request_id,
@@ -275,23 +269,21 @@ impl Call<'_> {
             price: service.default_credits.max(0) as u64,
             share_percent: rt.config.mcp.developer_share_percent,
         };
-        let internal = |e: String| err(INTERNAL_ERROR, e);
-        let meter = self.shared.meter().map_err(|e| internal(e.message))?;
+        let meter = self.shared.meter().map_err(err)?;
         let hold = match tool::hold(&meter, &facts)
             .await
-            .map_err(|e| internal(e.to_string()))?
+            .map_err(|e| err(e.into()))?
         {
             Hold::Placed { hold, .. } => hold,
             Hold::Refused { .. } => {
                 self.outcome(&service.slug, "refused");
-                return Err(err(
-                    INSUFFICIENT_CREDITS,
+                return Err(err(GatewayError::new(
+                    ErrorKind::InsufficientCredits,
                     format!(
                         "the credit balance cannot pay {} credits for `{name}`",
                         facts.price
                     ),
-                )
-                .with_data(json!({"type": "insufficient_credits", "code": 402})));
+                )));
             }
         };
         let started = Instant::now();
@@ -310,10 +302,10 @@ impl Call<'_> {
             .observe(elapsed.as_secs_f64());
         let (answer, ok, status, outcome) = match reply {
             Err(f) => (
-                Err(err(
-                    UPSTREAM_ERROR,
-                    format!("tool server `{}` {f}", service.slug),
-                )),
+                Err(err(GatewayError::upstream(format!(
+                    "tool server `{}` {f}",
+                    service.slug
+                )))),
                 false,
                 502,
                 "upstream_error",

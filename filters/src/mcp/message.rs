@@ -8,6 +8,8 @@ use std::borrow::Cow;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+use crate::error::{ErrorKind, GatewayError};
+
 use crate::json::raw::{self, Kind, MemberList, ObjectError};
 use crate::json::splice::splice_members;
 
@@ -56,6 +58,34 @@ impl RpcError {
             message: message.into(),
             data: None,
         }
+    }
+
+    /// The gateway's error as a JSON-RPC error: the code for its kind, its message, and
+    /// `data` with the HTTP status and `error.type` the same failure has on the HTTP API
+    /// (`retry_after` too for a rate limit), so an agent reads the same facts either way.
+    pub fn from_error(id: Value, e: &GatewayError) -> RpcError {
+        // Exhaustive: a kind added to the gateway's errors needs its JSON-RPC code here.
+        let code = match e.kind {
+            ErrorKind::InvalidRequest | ErrorKind::ModelNotFound | ErrorKind::NotFound => {
+                INVALID_PARAMS
+            }
+            ErrorKind::RateLimited { .. } => RATE_LIMITED,
+            ErrorKind::InsufficientCredits => INSUFFICIENT_CREDITS,
+            ErrorKind::Upstream | ErrorKind::Overloaded | ErrorKind::ToolServerCheckFailed => {
+                UPSTREAM_ERROR
+            }
+            ErrorKind::MethodNotAllowed => METHOD_NOT_FOUND,
+            ErrorKind::Authentication
+            | ErrorKind::Conflict
+            | ErrorKind::Internal
+            | ErrorKind::ServiceUnavailable => INTERNAL_ERROR,
+        };
+        let (status, ty) = e.status_and_type();
+        let mut data = json!({"type": ty, "code": status});
+        if let Some(r) = e.retry_after() {
+            data["retry_after"] = r.into();
+        }
+        RpcError::new(id, code, e.message.clone()).with_data(data)
     }
 
     pub fn with_data(mut self, data: Value) -> RpcError {

@@ -126,3 +126,54 @@ fn a_tool_call_reaches_the_server_as_sent_but_for_its_name() {
         br#"{"jsonrpc":"2.0","id":5,"result":{"a":1}}"#
     );
 }
+
+#[test]
+fn the_gateways_errors_keep_their_status_and_type_over_json_rpc() {
+    use crate::error::{ErrorKind, GatewayError};
+    let rows = [
+        (
+            GatewayError::invalid("params.name: required"),
+            INVALID_PARAMS,
+            400,
+            "invalid_request",
+        ),
+        (
+            GatewayError::new(ErrorKind::RateLimited { retry_after: 4 }, "slow down"),
+            RATE_LIMITED,
+            429,
+            "rate_limit_exceeded",
+        ),
+        (
+            GatewayError::new(ErrorKind::InsufficientCredits, "cannot pay"),
+            INSUFFICIENT_CREDITS,
+            402,
+            "insufficient_credits",
+        ),
+        (
+            GatewayError::upstream("tool server down"),
+            UPSTREAM_ERROR,
+            502,
+            "upstream_error",
+        ),
+        (
+            GatewayError::new(ErrorKind::ServiceUnavailable, "ledger away"),
+            INTERNAL_ERROR,
+            503,
+            "service_unavailable",
+        ),
+    ];
+    for (e, code, status, ty) in rows {
+        let r = RpcError::from_error(json!(7), &e);
+        let v: Value = serde_json::from_slice(&r.to_json()).unwrap();
+        assert_eq!(v["id"], 7);
+        assert_eq!(v["error"]["code"], code, "{e}");
+        assert_eq!(v["error"]["message"], e.message);
+        assert_eq!(v["error"]["data"]["code"], status, "{e}");
+        assert_eq!(v["error"]["data"]["type"], ty, "{e}");
+    }
+    let r = RpcError::from_error(
+        Value::Null,
+        &GatewayError::new(ErrorKind::RateLimited { retry_after: 4 }, "x"),
+    );
+    assert_eq!(r.data.unwrap()["retry_after"], 4);
+}

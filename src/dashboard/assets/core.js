@@ -110,7 +110,6 @@
     if (res.status === 429 && retry !== null && !/try again/i.test(message)) {
       message += ` Try again in ${retry} s.`;
     }
-    const m = /^([a-z_][a-z0-9_]*): /.exec(message);
     // (An admin route's 401 says the account is not an operator, not that the session ended.)
     const own = path.startsWith('/api/v1/') && !path.startsWith('/api/v1/admin/') && !path.startsWith('/api/v1/auth/login');
     if (res.status === 401 && TG.state.me && own) {
@@ -118,7 +117,7 @@
       TG.sessionEnded();
       setTimeout(() => TG.render(), 0);
     }
-    return { ok: false, status: res.status, data, error: message, type: TG.str(err.type), field: m ? m[1] : null };
+    return { ok: false, status: res.status, data, error: message, type: TG.str(err.type), field: TG.str(err.param) };
   }
   TG.api = {
     get: (p) => call('GET', p),

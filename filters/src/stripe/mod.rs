@@ -1,10 +1,19 @@
 //! Stripe without I/O: the webhook signature check (the clock passed in), the form encoding of
-//! API requests (bracket notation), and the fields of the event objects the webhook reads.
+//! API requests (bracket notation), and the events the webhook acts on, parsed into an
+//! [`Action`] each ([`Event::parse`]).
 //!
 //! The signature scheme (Stripe's "manual verification"): the `Stripe-Signature` header holds
 //! `t=<unix seconds>` and one or more `v1=<hex HMAC-SHA256 of "t.payload">` entries (several
 //! while Stripe rolls a secret); other schemes (`v0`) are ignored. A header is accepted when any
 //! `v1` matches any of our secrets and `t` is within the tolerance of now, both ways.
+
+mod event;
+#[cfg(test)]
+mod tests_event;
+
+pub use event::{
+    Action, Checkout, Clawback, ClawbackKind, Event, ParseError, Renewal, Subscription,
+};
 
 use hmac::{Hmac, Mac};
 use serde_json::Value;
