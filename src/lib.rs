@@ -42,14 +42,14 @@
 //!
 //! ## A tool call: `tools/call` through `POST /mcp`
 //! [`mcp`] is the tool marketplace: developers register paid tool servers and the operator
-//! approves them ([`mcp::registry`]); agents call their tools through `/mcp`.
+//! approves them ([`mcp::developer`], [`mcp::operator`]); agents call their tools through `/mcp`.
 //!
 //! 1. The route table lets only API keys in and leaves the plan's limit to the call itself.
 //! 2. [`mcp::endpoint`] reads the JSON-RPC message, finds the tool among the live services
-//!    ([`mcp::cache`], re-read from the [`ledger`] after a short time) and admits the call
+//!    ([`tool_servers::cache`], re-read from the [`ledger`] after a short time) and admits the call
 //!    against the caller's plan in [`limits`].
 //! 3. [`metering::tool`] holds the tool's price, on the same credit leases as chat.
-//! 4. [`mcp::upstream`] calls the tool server as an MCP client (the SSRF-checked address, its
+//! 4. [`tool_servers`] calls the tool server as an MCP client (the SSRF-checked address, its
 //!    session, a bounded read); the result goes back to the agent as the server sent it.
 //! 5. A call that succeeded is charged its price and its developer credited a share in the
 //!    same write; a failed call is charged nothing.
@@ -60,6 +60,7 @@
 //!
 //! 1. Anyone may call it: [`billing::webhook`] checks Stripe's signature over the raw body
 //!    before anything is parsed (with the [`clock`]'s now).
+//!    The event is parsed into the one action it asks for ([`tollgate_filters::stripe::Action`]).
 //! 2. It finds what was bought: the checkout [`billing::checkout`] created for the caller
 //!    ([`ledger::payments`]), else the session's metadata, else its line items read from
 //!    Stripe ([`billing::stripe_api`]).
@@ -94,6 +95,7 @@ pub mod proxy;
 pub mod request;
 pub mod runtime;
 pub mod server;
+pub mod tool_servers;
 pub mod upstream;
 
 /// The tours cannot drift: every `pub mod` of a crate root and of `ledger` is named in its

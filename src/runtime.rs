@@ -61,7 +61,7 @@ pub struct Shared {
     /// (`background::unsettled`).
     pub unsettled: crate::metering::unsettled::Unsettled,
     /// The tool marketplace's per-instance caches (live services, upstream sessions).
-    pub mcp: crate::mcp::cache::McpCache,
+    pub mcp: crate::tool_servers::cache::McpCache,
 }
 
 impl Shared {
@@ -100,7 +100,7 @@ impl Shared {
                 std::thread::available_parallelism()
                     .map_or(1, |n| n.get().saturating_sub(1).max(1)),
             ),
-            mcp: crate::mcp::cache::McpCache::default(),
+            mcp: crate::tool_servers::cache::McpCache::default(),
         })
     }
 

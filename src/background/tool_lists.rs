@@ -12,8 +12,8 @@ use pingora::services::background::BackgroundService;
 use tollgate_filters::mcp::ServiceState;
 
 use super::ledger_when_connected;
-use crate::mcp::registry::live_check;
 use crate::runtime::Shared;
+use crate::tool_servers::check::live_check;
 
 pub struct ToolListService(pub Arc<Shared>);
 

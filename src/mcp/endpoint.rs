@@ -20,7 +20,6 @@ use tollgate_filters::mcp::{
 };
 use tollgate_filters::{ErrorKind, GatewayError};
 
-use super::upstream::{Reply, Upstream};
 use crate::auth::caller::{self, Caller};
 use crate::ledger::mcp::Service;
 use crate::metering::tool::{self, ToolCall};
@@ -28,6 +27,7 @@ use crate::metering::Hold;
 use crate::request::ctx::RequestCtx;
 use crate::request::{body, respond};
 use crate::runtime::Shared;
+use crate::tool_servers::client::{Reply, Upstream};
 
 /// `POST /mcp` (`slug` None) and `POST /mcp/{slug}`.
 pub async fn handle(

@@ -1,10 +1,10 @@
-//! The MCP tool marketplace (DESIGN.md, Rules: MCP): developers register paid tool servers
-//! ([`registry`], checked live through [`upstream`]), the operator approves them, agents list
-//! and call their tools through [`endpoint`] with a Tollgate key, and each successful call is
-//! charged its price with 80% (rounded up) credited to the developer (`metering::tool`).
-//! [`cache`] is what one instance keeps between requests, none of it needed by another.
+//! The MCP tool marketplace's endpoints (DESIGN.md, Rules: MCP), one file per caller:
+//! developers register paid tool servers and read their earnings ([`developer`]), the operator
+//! approves them ([`operator`]), agents list and call their tools through [`endpoint`] with a
+//! Tollgate key, and each successful call is charged its price with 80% (rounded up) credited
+//! to the developer (`metering::tool`). The gateway's side of a tool server (the MCP client,
+//! the live check, what one instance keeps between requests) is below, in `tool_servers`.
 
-pub mod cache;
+pub mod developer;
 pub mod endpoint;
-pub mod registry;
-pub mod upstream;
+pub mod operator;

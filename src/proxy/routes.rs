@@ -1,18 +1,15 @@
 //! Routing by the one route table (`table.rs`, a row per endpoint): 404 and 405 follow from it
 //! (a path no row matches is 404, a path some row matches under another method is 405), and
 //! [`dispatch`] resolves the caller and admits the request as the row says, then runs the row's
-//! handler with the caller. Adding an endpoint is adding a row there and its arm here.
+//! handler with the caller. Adding an endpoint is adding a row there; nothing here changes.
 
 use pingora::proxy::Session;
 use tollgate_filters::{ErrorKind, GatewayError};
 
-use super::probes;
-use super::table::{Access, Handler, Limit, Route, ROUTES};
+use super::table::{self, Access, Limit, Route, ROUTES};
 use crate::auth::caller::{self, Caller};
-use crate::chat::models::Listing;
 use crate::request::ctx::{RequestCtx, Wire};
 use crate::runtime::Shared;
-use crate::{accounts, admin, billing, chat, dashboard, mcp};
 use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Open};
 
 /// `Some(id)` when `path` matches `pattern` (the `{id}` segment's value, or "" without one).
@@ -136,55 +133,7 @@ pub async fn dispatch(
         Limit::Signups => caller::admit_attempt(shared, session, ctx, "signup").await?,
         Limit::Logins => caller::admit_attempt(shared, session, ctx, "login").await?,
     }
-    match route.handler {
-        Handler::Chat | Handler::Messages => chat::handle(shared, session, ctx, &caller).await,
-        Handler::CountTokens => {
-            chat::count_tokens::count_tokens(shared, session, ctx, &caller).await
-        }
-        Handler::Models => chat::models::handle(shared, session, ctx, Listing::Models).await,
-        Handler::Pricing => chat::models::handle(shared, session, ctx, Listing::Pricing).await,
-        Handler::Changelog => chat::models::handle(shared, session, ctx, Listing::Changelog).await,
-        Handler::Healthz => probes::healthz(session, ctx).await,
-        Handler::Readyz => probes::readyz(shared, session, ctx).await,
-        Handler::Signup => accounts::signup::signup(shared, session, ctx).await,
-        Handler::Login => accounts::signup::login(shared, session, ctx).await,
-        Handler::Logout => accounts::signup::logout(shared, session, ctx).await,
-        Handler::Me => accounts::me::me(shared, session, ctx, &caller).await,
-        Handler::ListKeys => accounts::keys::list_keys(shared, session, ctx, &caller).await,
-        Handler::CreateKey => accounts::keys::create_key(shared, session, ctx, &caller).await,
-        Handler::RevokeKey => accounts::keys::revoke_key(shared, session, ctx, &caller, id).await,
-        Handler::Usage => accounts::usage::usage(shared, session, ctx, &caller).await,
-        Handler::AdminAccount => admin::account(shared, session, ctx, id).await,
-        Handler::AdminCredits => admin::credits(shared, session, ctx, id).await,
-        Handler::AdminPlan => admin::plan(shared, session, ctx, id).await,
-        Handler::McpRegister => {
-            let owner = caller.account()?.to_owned();
-            mcp::registry::register(shared, session, ctx, Some(&owner)).await
-        }
-        Handler::McpListOwn => mcp::registry::list_own(shared, session, ctx, &caller).await,
-        Handler::McpUpdate => mcp::registry::update(shared, session, ctx, &caller, id).await,
-        Handler::McpEarnings => mcp::registry::earnings(shared, session, ctx, &caller).await,
-        Handler::AdminMcpList => mcp::registry::admin_list(shared, session, ctx).await,
-        Handler::AdminMcpRegister => mcp::registry::register(shared, session, ctx, None).await,
-        Handler::AdminMcpMove(action) => {
-            mcp::registry::admin_move(shared, session, ctx, id, action).await
-        }
-        Handler::McpAll => mcp::endpoint::handle(shared, session, ctx, &caller, None).await,
-        Handler::McpOne => mcp::endpoint::handle(shared, session, ctx, &caller, Some(id)).await,
-        Handler::BillingCheckout => {
-            billing::checkout::checkout(shared, session, ctx, &caller).await
-        }
-        Handler::BillingHistory => billing::history(shared, session, ctx, &caller).await,
-        Handler::BillingPortal => billing::portal(shared, session, ctx, &caller).await,
-        Handler::BillingWebhook => billing::webhook::webhook(shared, session, ctx).await,
-        Handler::AdminUnclaimed => billing::unclaimed::list(shared, session, ctx).await,
-        Handler::AdminAssign => billing::unclaimed::assign(shared, session, ctx, id).await,
-        Handler::Page => dashboard::page(shared, session, ctx).await,
-        Handler::Plans => billing::plans::plans(shared, session, ctx).await,
-        Handler::Demo => chat::demo::chat(shared, session, ctx).await,
-        Handler::AdminFind => admin::find(shared, session, ctx).await,
-        Handler::Asset => dashboard::asset(shared, session, ctx, id).await,
-    }
+    table::run(route.handler, shared, session, ctx, &caller, id).await
 }
 
 #[cfg(test)]

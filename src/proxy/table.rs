@@ -1,7 +1,21 @@
-//! The route table: every endpoint is a row (method, path pattern, who may call, which limit
-//! its requests count against, the handler). `routes.rs` looks requests up in it (404 and 405
-//! follow from it), resolves the caller and admits the request as the row says, then runs the
-//! handler with the caller. Adding an endpoint: a row here and its handler's arm there.
+//! The route table: every endpoint is one row (method, path pattern, who may call, which limit
+//! its requests count against, the metrics label, and the call of its handler). `routes.rs`
+//! looks requests up in it (404 and 405 follow from it), resolves the caller and admits the
+//! request as the row says, then [`run`]s the row's handler with the caller. Adding an
+//! endpoint: a row here and its handler in the folder of what it does.
+
+use pingora::proxy::Session;
+use tollgate_filters::mcp::Move;
+use tollgate_filters::GatewayError;
+
+use super::probes;
+use crate::auth::caller::Caller;
+use crate::chat::models::Listing;
+use crate::request::ctx::RequestCtx;
+use crate::runtime::Shared;
+use crate::{accounts, admin, billing, chat, dashboard, mcp};
+use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Open};
+use Limit::{Free, Guests, Logins, PerToolCall, Plan, Signups};
 
 /// Who may call a route; resolved before its handler runs, which receives the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,49 +59,6 @@ pub enum Limit {
     PerToolCall,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Handler {
-    Chat,
-    Messages,
-    CountTokens,
-    Models,
-    Pricing,
-    Changelog,
-    Healthz,
-    Readyz,
-    Signup,
-    Login,
-    Logout,
-    Me,
-    ListKeys,
-    CreateKey,
-    RevokeKey,
-    Usage,
-    AdminAccount,
-    AdminCredits,
-    AdminPlan,
-    McpRegister,
-    McpListOwn,
-    McpUpdate,
-    McpEarnings,
-    AdminMcpList,
-    AdminMcpRegister,
-    AdminMcpMove(Move),
-    McpAll,
-    McpOne,
-    BillingCheckout,
-    BillingHistory,
-    BillingPortal,
-    BillingWebhook,
-    AdminUnclaimed,
-    AdminAssign,
-    Page,
-    Asset,
-    Plans,
-    AdminFind,
-    Demo,
-}
-
 pub struct Route {
     pub method: &'static str,
     /// Segments separated by `/`; `{id}` matches one non-empty segment.
@@ -99,249 +70,139 @@ pub struct Route {
     pub label: &'static str,
 }
 
-const fn route(
-    method: &'static str,
-    path: &'static str,
-    (access, limit): (Access, Limit),
-    handler: Handler,
-    label: &'static str,
-) -> Route {
-    Route {
-        method,
-        path,
-        access,
-        limit,
-        handler,
-        label,
-    }
+/// Makes, from the rows, the [`Handler`] enum (one variant per row), [`ROUTES`], and [`run`],
+/// whose match has each row's call as its arm: a row and its handler cannot drift apart. The
+/// names in `|…|` are the arguments every call may use (`id` is the `{id}` segment, "" when
+/// the path has none).
+macro_rules! routes {
+    (
+        |$shared:ident, $session:ident, $ctx:ident, $caller:ident, $id:ident|
+        $($name:ident: $method:literal $path:literal, ($access:ident, $limit:ident), $label:literal
+            => $call:expr;)*
+    ) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Handler {
+            $($name,)*
+        }
+
+        pub const ROUTES: &[Route] = &[$(Route {
+            method: $method,
+            path: $path,
+            access: $access,
+            limit: $limit,
+            handler: Handler::$name,
+            label: $label,
+        },)*];
+
+        /// Runs a row's handler; `Err` is answered by the caller.
+        pub async fn run(
+            handler: Handler,
+            $shared: &Shared,
+            $session: &mut Session,
+            $ctx: &mut RequestCtx,
+            $caller: &Caller,
+            $id: &str,
+        ) -> Result<(), GatewayError> {
+            match handler {
+                $(Handler::$name => $call,)*
+            }
+        }
+    };
 }
 
-use tollgate_filters::mcp::Move;
-use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Open};
-use Handler::*;
-use Limit::{Free, Guests, Logins, PerToolCall, Plan, Signups};
-
-pub const ROUTES: &[Route] = &[
-    route(
-        "POST",
-        "/v1/chat/completions",
-        (KeyOrGuest, Plan),
-        Chat,
-        "chat",
-    ),
-    route(
-        "POST",
-        "/v1/messages",
-        (KeyOrGuest, Plan),
-        Messages,
-        "messages",
-    ),
-    route(
-        "POST",
-        "/v1/messages/count_tokens",
-        (KeyOrGuest, Plan),
-        CountTokens,
-        "messages",
-    ),
-    route("GET", "/v1/models", (Anyone, Guests), Models, "models"),
-    route(
-        "GET",
-        "/v1/models/pricing",
-        (Anyone, Guests),
-        Pricing,
-        "pricing",
-    ),
-    route(
-        "GET",
-        "/v1/models/changelog",
-        (Anyone, Free),
-        Changelog,
-        "pricing",
-    ),
+// A row: `Name: METHOD "path", (who may call, what it counts against), "metrics label"
+// => the handler's call;`
+routes! {
+    |shared, session, ctx, caller, id|
+    Chat: "POST" "/v1/chat/completions", (KeyOrGuest, Plan), "chat"
+        => chat::handle(shared, session, ctx, caller).await;
+    Messages: "POST" "/v1/messages", (KeyOrGuest, Plan), "messages"
+        => chat::handle(shared, session, ctx, caller).await;
+    CountTokens: "POST" "/v1/messages/count_tokens", (KeyOrGuest, Plan), "messages"
+        => chat::count_tokens::count_tokens(shared, session, ctx, caller).await;
+    Models: "GET" "/v1/models", (Anyone, Guests), "models"
+        => chat::models::handle(shared, session, ctx, Listing::Models).await;
+    Pricing: "GET" "/v1/models/pricing", (Anyone, Guests), "pricing"
+        => chat::models::handle(shared, session, ctx, Listing::Pricing).await;
+    Changelog: "GET" "/v1/models/changelog", (Anyone, Free), "pricing"
+        => chat::models::handle(shared, session, ctx, Listing::Changelog).await;
     // The built-in demo provider, for the gateway's own `demo` pools (loopback only).
-    route(
-        "POST",
-        "/_demo/v1/chat/completions",
-        (Open, Free),
-        Demo,
-        "demo",
-    ),
-    route("GET", "/healthz", (Open, Free), Healthz, "healthz"),
+    Demo: "POST" "/_demo/v1/chat/completions", (Open, Free), "demo"
+        => chat::demo::chat(shared, session, ctx).await;
+    Healthz: "GET" "/healthz", (Open, Free), "healthz" => probes::healthz(session, ctx).await;
     // The pricing page and the dashboard app (one page; the script renders the route).
-    route("GET", "/", (Open, Free), Page, "dashboard"),
-    route("GET", "/pricing", (Open, Free), Page, "dashboard"),
-    route("GET", "/dashboard", (Open, Free), Page, "dashboard"),
-    route("GET", "/dashboard/{id}", (Open, Free), Page, "dashboard"),
-    route("GET", "/assets/{id}", (Open, Free), Asset, "dashboard"),
-    route("GET", "/readyz", (Open, Free), Readyz, "readyz"),
-    route(
-        "POST",
-        "/api/v1/auth/signup",
-        (Open, Signups),
-        Signup,
-        "api",
-    ),
-    route("POST", "/api/v1/auth/login", (Open, Logins), Login, "api"),
-    route("POST", "/api/v1/auth/logout", (Open, Free), Logout, "api"),
-    route("GET", "/api/v1/auth/me", (KeyOrSession, Free), Me, "api"),
-    route("GET", "/api/v1/keys", (KeyOrSession, Free), ListKeys, "api"),
-    route(
-        "POST",
-        "/api/v1/keys",
-        (KeyOrSession, Free),
-        CreateKey,
-        "api",
-    ),
-    route(
-        "DELETE",
-        "/api/v1/keys/{id}",
-        (KeyOrSession, Free),
-        RevokeKey,
-        "api",
-    ),
-    route("GET", "/api/v1/usage", (KeyOrSession, Free), Usage, "api"),
-    route(
-        "GET",
-        "/api/v1/admin/accounts/{id}",
-        (Admin, Free),
-        AdminAccount,
-        "api",
-    ),
-    route(
-        "POST",
-        "/api/v1/admin/accounts/{id}/credits",
-        (Admin, Free),
-        AdminCredits,
-        "api",
-    ),
-    route(
-        "PUT",
-        "/api/v1/admin/accounts/{id}/plan",
-        (Admin, Free),
-        AdminPlan,
-        "api",
-    ),
-    route(
-        "POST",
-        "/api/v1/mcp/services",
-        (KeyOrSession, Free),
-        McpRegister,
-        "api",
-    ),
-    route(
-        "GET",
-        "/api/v1/mcp/services",
-        (KeyOrSession, Free),
-        McpListOwn,
-        "api",
-    ),
-    route(
-        "PATCH",
-        "/api/v1/mcp/services/{id}",
-        (KeyOrSession, Free),
-        McpUpdate,
-        "api",
-    ),
-    route(
-        "GET",
-        "/api/v1/mcp/earnings",
-        (KeyOrSession, Free),
-        McpEarnings,
-        "api",
-    ),
-    route(
-        "GET",
-        "/api/v1/admin/mcp/services",
-        (Admin, Free),
-        AdminMcpList,
-        "api",
-    ),
-    route(
-        "POST",
-        "/api/v1/admin/mcp/services",
-        (Admin, Free),
-        AdminMcpRegister,
-        "api",
-    ),
-    route(
-        "POST",
-        "/api/v1/admin/mcp/services/{id}/approve",
-        (Admin, Free),
-        AdminMcpMove(Move::Approve),
-        "api",
-    ),
-    route(
-        "POST",
-        "/api/v1/admin/mcp/services/{id}/reject",
-        (Admin, Free),
-        AdminMcpMove(Move::Reject),
-        "api",
-    ),
-    route(
-        "POST",
-        "/api/v1/admin/mcp/services/{id}/suspend",
-        (Admin, Free),
-        AdminMcpMove(Move::Suspend),
-        "api",
-    ),
-    route(
-        "POST",
-        "/api/v1/admin/mcp/services/{id}/resume",
-        (Admin, Free),
-        AdminMcpMove(Move::Resume),
-        "api",
-    ),
-    route(
-        "POST",
-        "/api/v1/billing/checkout",
-        (KeyOrSession, Free),
-        BillingCheckout,
-        "api",
-    ),
-    route("GET", "/api/v1/plans", (Open, Free), Plans, "api"),
-    route(
-        "GET",
-        "/api/v1/admin/accounts",
-        (Admin, Free),
-        AdminFind,
-        "api",
-    ),
-    route(
-        "GET",
-        "/api/v1/billing",
-        (KeyOrSession, Free),
-        BillingHistory,
-        "api",
-    ),
-    route(
-        "POST",
-        "/api/v1/billing/portal",
-        (KeyOrSession, Free),
-        BillingPortal,
-        "api",
-    ),
+    Home: "GET" "/", (Open, Free), "dashboard" => dashboard::page(shared, session, ctx).await;
+    PricingPage: "GET" "/pricing", (Open, Free), "dashboard"
+        => dashboard::page(shared, session, ctx).await;
+    Dashboard: "GET" "/dashboard", (Open, Free), "dashboard"
+        => dashboard::page(shared, session, ctx).await;
+    DashboardPage: "GET" "/dashboard/{id}", (Open, Free), "dashboard"
+        => dashboard::page(shared, session, ctx).await;
+    Asset: "GET" "/assets/{id}", (Open, Free), "dashboard"
+        => dashboard::asset(shared, session, ctx, id).await;
+    Readyz: "GET" "/readyz", (Open, Free), "readyz" => probes::readyz(shared, session, ctx).await;
+    Signup: "POST" "/api/v1/auth/signup", (Open, Signups), "api"
+        => accounts::signup::signup(shared, session, ctx).await;
+    Login: "POST" "/api/v1/auth/login", (Open, Logins), "api"
+        => accounts::signup::login(shared, session, ctx).await;
+    Logout: "POST" "/api/v1/auth/logout", (Open, Free), "api"
+        => accounts::signup::logout(shared, session, ctx).await;
+    Me: "GET" "/api/v1/auth/me", (KeyOrSession, Free), "api"
+        => accounts::me::me(shared, session, ctx, caller).await;
+    ListKeys: "GET" "/api/v1/keys", (KeyOrSession, Free), "api"
+        => accounts::keys::list_keys(shared, session, ctx, caller).await;
+    CreateKey: "POST" "/api/v1/keys", (KeyOrSession, Free), "api"
+        => accounts::keys::create_key(shared, session, ctx, caller).await;
+    RevokeKey: "DELETE" "/api/v1/keys/{id}", (KeyOrSession, Free), "api"
+        => accounts::keys::revoke_key(shared, session, ctx, caller, id).await;
+    Usage: "GET" "/api/v1/usage", (KeyOrSession, Free), "api"
+        => accounts::usage::usage(shared, session, ctx, caller).await;
+    AdminAccount: "GET" "/api/v1/admin/accounts/{id}", (Admin, Free), "api"
+        => admin::account(shared, session, ctx, id).await;
+    AdminCredits: "POST" "/api/v1/admin/accounts/{id}/credits", (Admin, Free), "api"
+        => admin::credits(shared, session, ctx, id).await;
+    AdminPlan: "PUT" "/api/v1/admin/accounts/{id}/plan", (Admin, Free), "api"
+        => admin::plan(shared, session, ctx, id).await;
+    McpRegister: "POST" "/api/v1/mcp/services", (KeyOrSession, Free), "api"
+        => mcp::developer::register(shared, session, ctx, Some(caller.account()?)).await;
+    McpListOwn: "GET" "/api/v1/mcp/services", (KeyOrSession, Free), "api"
+        => mcp::developer::list_own(shared, session, ctx, caller).await;
+    McpUpdate: "PATCH" "/api/v1/mcp/services/{id}", (KeyOrSession, Free), "api"
+        => mcp::developer::update(shared, session, ctx, caller, id).await;
+    McpEarnings: "GET" "/api/v1/mcp/earnings", (KeyOrSession, Free), "api"
+        => mcp::developer::earnings(shared, session, ctx, caller).await;
+    AdminMcpList: "GET" "/api/v1/admin/mcp/services", (Admin, Free), "api"
+        => mcp::operator::admin_list(shared, session, ctx).await;
+    // A first-party server: the owner is named in the body, and no price cap binds it.
+    AdminMcpRegister: "POST" "/api/v1/admin/mcp/services", (Admin, Free), "api"
+        => mcp::developer::register(shared, session, ctx, None).await;
+    AdminMcpApprove: "POST" "/api/v1/admin/mcp/services/{id}/approve", (Admin, Free), "api"
+        => mcp::operator::admin_move(shared, session, ctx, id, Move::Approve).await;
+    AdminMcpReject: "POST" "/api/v1/admin/mcp/services/{id}/reject", (Admin, Free), "api"
+        => mcp::operator::admin_move(shared, session, ctx, id, Move::Reject).await;
+    AdminMcpSuspend: "POST" "/api/v1/admin/mcp/services/{id}/suspend", (Admin, Free), "api"
+        => mcp::operator::admin_move(shared, session, ctx, id, Move::Suspend).await;
+    AdminMcpResume: "POST" "/api/v1/admin/mcp/services/{id}/resume", (Admin, Free), "api"
+        => mcp::operator::admin_move(shared, session, ctx, id, Move::Resume).await;
+    BillingCheckout: "POST" "/api/v1/billing/checkout", (KeyOrSession, Free), "api"
+        => billing::checkout::checkout(shared, session, ctx, caller).await;
+    Plans: "GET" "/api/v1/plans", (Open, Free), "api"
+        => billing::plans::plans(shared, session, ctx).await;
+    AdminFind: "GET" "/api/v1/admin/accounts", (Admin, Free), "api"
+        => admin::find(shared, session, ctx).await;
+    BillingHistory: "GET" "/api/v1/billing", (KeyOrSession, Free), "api"
+        => billing::history(shared, session, ctx, caller).await;
+    BillingPortal: "POST" "/api/v1/billing/portal", (KeyOrSession, Free), "api"
+        => billing::portal(shared, session, ctx, caller).await;
     // Signed by Stripe, checked by the handler over the raw body.
-    route(
-        "POST",
-        "/api/v1/billing/webhook",
-        (Open, Free),
-        BillingWebhook,
-        "api",
-    ),
-    route(
-        "GET",
-        "/api/v1/admin/billing/unclaimed",
-        (Admin, Free),
-        AdminUnclaimed,
-        "api",
-    ),
-    route(
-        "POST",
-        "/api/v1/admin/billing/unclaimed/{id}/assign",
-        (Admin, Free),
-        AdminAssign,
-        "api",
-    ),
-    route("POST", "/mcp", (Key, PerToolCall), McpAll, "mcp"),
-    route("POST", "/mcp/{id}", (Key, PerToolCall), McpOne, "mcp"),
-];
+    BillingWebhook: "POST" "/api/v1/billing/webhook", (Open, Free), "api"
+        => billing::webhook::webhook(shared, session, ctx).await;
+    AdminUnclaimed: "GET" "/api/v1/admin/billing/unclaimed", (Admin, Free), "api"
+        => billing::unclaimed::list(shared, session, ctx).await;
+    AdminAssign: "POST" "/api/v1/admin/billing/unclaimed/{id}/assign", (Admin, Free), "api"
+        => billing::unclaimed::assign(shared, session, ctx, id).await;
+    McpAll: "POST" "/mcp", (Key, PerToolCall), "mcp"
+        => mcp::endpoint::handle(shared, session, ctx, caller, None).await;
+    McpOne: "POST" "/mcp/{id}", (Key, PerToolCall), "mcp"
+        => mcp::endpoint::handle(shared, session, ctx, caller, Some(id)).await;
+}

@@ -6,8 +6,6 @@
 
 use serde_json::Value;
 
-use super::{int_at, invoice_subscription, price_ids, str_at};
-
 /// An event as delivered: its id and `type` (recorded as they came) and what it asks of us.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
@@ -241,4 +239,45 @@ fn action(ty: &str, obj: &Value) -> Action {
         }
         _ => Action::Ignored,
     }
+}
+
+/// A string field at a path of object keys (`None` when absent, null or not a string).
+pub fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    let mut cur = v;
+    for k in path {
+        cur = cur.get(k)?;
+    }
+    cur.as_str().filter(|s| !s.is_empty())
+}
+
+/// An integer field at a path (`None` when absent or not an integer).
+pub fn int_at(v: &Value, path: &[&str]) -> Option<i64> {
+    let mut cur = v;
+    for k in path {
+        cur = cur.get(k)?;
+    }
+    cur.as_i64()
+}
+
+/// The price ids of a list object's items (`line_items`, an invoice's `lines`, a subscription's
+/// `items`), in order; both the classic `price.id` and the 2025 API's
+/// `pricing.price_details.price` shapes.
+pub fn price_ids(list: &Value) -> Vec<String> {
+    list.get("data")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|item| {
+            str_at(item, &["price", "id"])
+                .or_else(|| str_at(item, &["price"]))
+                .or_else(|| str_at(item, &["pricing", "price_details", "price"]))
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// An invoice's subscription id, in the classic and the 2025 API's shapes.
+pub fn invoice_subscription(invoice: &Value) -> Option<&str> {
+    str_at(invoice, &["subscription"])
+        .or_else(|| str_at(invoice, &["parent", "subscription_details", "subscription"]))
 }

@@ -1,21 +1,21 @@
-//! Tool servers' registration and life (DESIGN.md, Rules: MCP): a developer registers a server
-//! (`POST /api/v1/mcp/services`, checked live), lists and changes their own; the operator lists,
-//! approves, rejects, suspends and resumes (admin API), and may register first-party servers,
-//! which the third-party price cap does not bind. Earnings are read here too.
+//! The developer's side of the marketplace (DESIGN.md, Rules: MCP): a developer registers a
+//! tool server (`POST /api/v1/mcp/services`, checked live), lists and changes their own, and
+//! reads what their servers earned. The operator registers first-party servers through
+//! [`register`] too (no price cap); the operator's other moves are in [`super::operator`].
 
 use pingora::proxy::Session;
 use serde_json::{json, Map, Value};
 use tollgate_filters::credits::to_credits;
-use tollgate_filters::mcp::{checked_tools, valid_slug, Move, ServiceState};
+use tollgate_filters::mcp::{valid_slug, ServiceState};
 use tollgate_filters::{ErrorKind, GatewayError};
 
-use super::upstream::Upstream;
 use crate::auth::caller::Caller;
 use crate::ledger::mcp::Service;
 use crate::request::body;
 use crate::request::ctx::RequestCtx;
 use crate::request::respond;
 use crate::runtime::Shared;
+use crate::tool_servers::check::live_check;
 
 const MAX_BODY: usize = 16 * 1024;
 
@@ -32,38 +32,6 @@ pub fn service_json(s: &Service) -> Value {
         "upstream_url": s.upstream_url, "default_credits": s.default_credits, "status": s.status.as_str(),
         "first_party": s.first_party, "owner_id": s.owner_id, "tools": tools,
         "created_at": s.created_at / 1000, "updated_at": s.updated_at / 1000})
-}
-
-/// The live check: `initialize`, `notifications/initialized`, `tools/list`; the tools, or 422
-/// `tool_server_check_failed` with the reason in words. An address the SSRF guard refuses is
-/// the client's mistake (400).
-pub async fn live_check(shared: &Shared, url: &str) -> Result<Value, GatewayError> {
-    let timeout = shared.runtime.load().config.mcp.call_timeout;
-    let failed = |why: String| {
-        GatewayError::new(
-            ErrorKind::ToolServerCheckFailed,
-            format!("the tool server at upstream_url failed the live check: it {why}"),
-        )
-    };
-    let up = Upstream::resolve(shared, url, timeout)
-        .await
-        .map_err(|f| GatewayError::invalid(format!("upstream_url: {f}")))?;
-    // A fresh session: the check must see the server as it is now.
-    shared.mcp.drop_session(url);
-    up.initialize().await.map_err(|f| failed(f.0))?;
-    let reply = up
-        .request("tools/list", Some(b"{}"))
-        .await
-        .map_err(|f| failed(f.0))?;
-    if let Some(e) = reply.error() {
-        let msg = e["message"].as_str().unwrap_or("an error");
-        return Err(failed(format!(
-            "answered tools/list with a JSON-RPC error ({msg})"
-        )));
-    }
-    let tools =
-        checked_tools(&reply.result_tree()).map_err(|why| failed(why.replacen("its ", "", 1)))?;
-    Ok(Value::Array(tools))
 }
 
 fn price(m: &Map<String, Value>, cap: Option<u64>) -> Result<i64, GatewayError> {
@@ -231,81 +199,6 @@ pub async fn update(
         .ok_or_else(not_found)?;
     shared.mcp.invalidate();
     respond::json(session, ctx, 200, &service_json(&s), &[]).await;
-    Ok(())
-}
-
-/// `POST /api/v1/admin/mcp/services/{slug}/{action}`. Approval and resumption check the server
-/// live again and refresh its cached tools; a server failing that check stays where it was.
-pub async fn admin_move(
-    shared: &Shared,
-    session: &mut Session,
-    ctx: &mut RequestCtx,
-    slug: &str,
-    action: Move,
-) -> Result<(), GatewayError> {
-    let (from, to) = (action.from(), action.to());
-    let ledger = shared.ledger()?;
-    let current = ledger
-        .service(slug)
-        .await?
-        .ok_or_else(|| GatewayError::new(ErrorKind::NotFound, format!("no service `{slug}`")))?;
-    if !from.contains(&current.status) {
-        let needs: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
-        return Err(GatewayError::new(
-            ErrorKind::Conflict,
-            format!(
-                "status: `{slug}` is {}; {} needs {}",
-                current.status,
-                action.as_str(),
-                needs.join(" or ")
-            ),
-        ));
-    }
-    let tools = if to == ServiceState::Live {
-        Some(live_check(shared, &current.upstream_url).await?)
-    } else {
-        None
-    };
-    let now = crate::clock::now_ms();
-    let s = ledger
-        .set_service_status(slug, from, to, tools.as_ref(), now)
-        .await?
-        .ok_or_else(|| {
-            GatewayError::new(
-                ErrorKind::Conflict,
-                format!("status: `{slug}` changed meanwhile"),
-            )
-        })?;
-    shared.mcp.invalidate();
-    shared
-        .metrics
-        .mcp_events
-        .with_label_values(&[slug, action.as_str()])
-        .inc();
-    respond::json(session, ctx, 200, &service_json(&s), &[]).await;
-    Ok(())
-}
-
-/// `GET /api/v1/admin/mcp/services?status=…`
-pub async fn admin_list(
-    shared: &Shared,
-    session: &mut Session,
-    ctx: &mut RequestCtx,
-) -> Result<(), GatewayError> {
-    let query = session.req_header().uri.query().unwrap_or("").to_owned();
-    let status = query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("status="))
-        .filter(|s| !s.is_empty());
-    let status = match status {
-        None => None,
-        Some(s) => Some(ServiceState::parse(s).ok_or_else(|| {
-            GatewayError::invalid("status: must be pending, live, rejected or suspended")
-        })?),
-    };
-    let list = shared.ledger()?.services(None, status).await?;
-    let data: Vec<Value> = list.iter().map(service_json).collect();
-    respond::json(session, ctx, 200, &json!({"data": data}), &[]).await;
     Ok(())
 }
 

@@ -1,0 +1,9 @@
+//! The gateway as a client of third-party MCP tool servers, below the endpoints that use it:
+//! [`client`] speaks Streamable HTTP to one server (SSRF-checked address, the gateway's own
+//! session with it), [`check`] is the live check every registration and approval runs, and
+//! [`cache`] is what one instance keeps between requests (live services, upstream sessions,
+//! resolved addresses), none of it needed by another.
+
+pub mod cache;
+pub mod check;
+pub mod client;
