@@ -127,7 +127,7 @@ fn bench_limiter(c: &mut Criterion) {
     let Ok(url) = std::env::var("TOLLGATE_BENCH_REDIS_URL") else {
         return;
     };
-    // Every request checked in Redis, then with admission leases of 64 (one account).
+    // Every request checked in Redis, then with reservations of 64 admissions (the bench id keeps its old `leased` name, for the history) (one account).
     for (name, lease, accounts) in [
         ("limiter_check/redis", 0, 1000),
         ("limiter_check/redis_leased_64", 64, 1),

@@ -55,18 +55,19 @@
 //!    same write; a failed call is charged nothing.
 //!
 //! ## A Stripe webhook event: `POST /api/v1/billing/webhook`
-//! [`billing`] sells plans and credit packs through Stripe Checkout; nothing is granted until
-//! Stripe's event says it was paid.
+//! [`payments`] sells plans and credit packs through Stripe Checkout (the money that comes
+//! in; what a request costs is [`metering`]); nothing is granted until Stripe's event says it
+//! was paid.
 //!
-//! 1. Anyone may call it: [`billing::webhook`] checks Stripe's signature over the raw body
+//! 1. Anyone may call it: [`payments::webhook`] checks Stripe's signature over the raw body
 //!    before anything is parsed (with the [`clock`]'s now).
 //!    The event is parsed into the one action it asks for ([`tollgate_filters::stripe::Action`]).
-//! 2. It finds what was bought: the checkout [`billing::checkout`] created for the caller
+//! 2. It finds what was bought: the checkout [`payments::checkout`] created for the caller
 //!    ([`ledger::payments`]), else the session's metadata, else its line items read from
-//!    Stripe ([`billing::stripe_api`]).
+//!    Stripe ([`payments::stripe_api`]).
 //! 3. [`ledger::payment_events`] applies the event once, in one transaction with its record:
 //!    plan and credits granted, renewed or taken back. A payment no account can be found for
-//!    lands on an anonymous account, which the operator assigns ([`billing::unclaimed`]).
+//!    lands on an anonymous account, which the operator assigns ([`payments::unclaimed`]).
 //! 4. The account's cached keys ([`auth::key_cache`]) are dropped, so its next request
 //!    reads the new plan.
 //!
@@ -80,7 +81,6 @@ pub mod accounts;
 pub mod admin;
 pub mod auth;
 pub mod background;
-pub mod billing;
 pub mod chat;
 pub mod clock;
 pub mod config;
@@ -91,6 +91,7 @@ pub mod logging;
 pub mod mcp;
 pub mod metering;
 pub mod metrics;
+pub mod payments;
 pub mod proxy;
 pub mod request;
 pub mod runtime;

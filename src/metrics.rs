@@ -104,7 +104,7 @@ impl Metrics {
         let ratelimit_leased = IntCounterVec::new(
             Opts::new(
                 "tollgate_ratelimit_leased_total",
-                "Requests admitted from an admission lease (no Redis round trip), by plan",
+                "Requests admitted from a reservation of admissions (no Redis round trip), by plan",
             ),
             &["plan"],
         )

@@ -78,7 +78,7 @@ impl Shared {
                 storage
                     .redis_url
                     .as_ref()
-                    .map(|_| (storage.redis_prefix.clone(), storage.rate_limit_lease)),
+                    .map(|_| (storage.redis_prefix.clone(), storage.rate_limit_reserve)),
                 storage.redis_failure_mode,
                 storage.redis_timeout,
             ),

@@ -5,21 +5,9 @@
 use serde_json::{json, Value};
 use tollgate_testkit::*;
 
-async fn gateway() -> (FakeOpenAi, Gateway) {
-    let fake = FakeOpenAi::start("p").await;
-    let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}{}",
-        provider("p", &[&fake], ""),
-        model("paid-2024-01-01", "p", "economy", ""),
-        model("free-2024-01-01", "p", "normal", "guest = true"),
-    );
-    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
-    (fake, gw)
-}
-
 #[tokio::test]
 async fn signup_gives_100_credits_a_free_plan_and_a_key_shown_once() {
-    let (_f, gw) = gateway().await;
+    let (_f, gw) = paid_and_free(tollgate_bin!()).await;
     let email = unique_email();
     let r = post_json(
         gw.addr,
@@ -59,7 +47,7 @@ async fn signup_gives_100_credits_a_free_plan_and_a_key_shown_once() {
 
 #[tokio::test]
 async fn signup_rejects_bad_input_and_writes_nothing() {
-    let (_f, gw) = gateway().await;
+    let (_f, gw) = paid_and_free(tollgate_bin!()).await;
     let email = unique_email();
     let cases: Vec<(Value, u16, &str)> = vec![
         (json!({"password": "longenough"}), 400, "email:"),

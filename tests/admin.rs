@@ -3,21 +3,9 @@
 
 use tollgate_testkit::*;
 
-async fn gateway() -> (FakeOpenAi, Gateway) {
-    let fake = FakeOpenAi::start("p").await;
-    let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}{}",
-        provider("p", &[&fake], ""),
-        model("paid-2024-01-01", "p", "economy", ""),
-        model("free-2024-01-01", "p", "normal", "guest = true"),
-    );
-    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
-    (fake, gw)
-}
-
 #[tokio::test]
 async fn the_admin_api_adjusts_credits_and_plans_and_refuses_bad_input() {
-    let (_f, gw) = gateway().await;
+    let (_f, gw) = paid_and_free(tollgate_bin!()).await;
     let admin = format!("Bearer {ADMIN_TOKEN}");
     let (uid, key) = gw.signup(&unique_email()).await;
     let path = format!("/api/v1/admin/accounts/{uid}");

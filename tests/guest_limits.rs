@@ -5,32 +5,9 @@
 use serde_json::json;
 use tollgate_testkit::*;
 
-const PLANS: &str = "[plans.free]\nrequests_per_hour = 3\nrequests_per_day = 5\n\n[plans.pro]\nrequests_per_hour = 4\n\n[plans.guest]\nrequests_per_hour = 2\nrequests_per_day = 2\n\n[plans.smb]\nrequests_per_hour = 10\nrequests_per_day = 3\n";
-
-async fn gateway(extra_server: &str, plan: &str) -> (FakeOpenAi, Gateway) {
-    let fake = FakeOpenAi::start("p").await;
-    let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}{}",
-        provider("p", &[&fake], ""),
-        model("m", "p", "economy", ""),
-        model("g", "p", "normal", "guest = true"),
-    );
-    let gw = Gateway::start_opts(
-        tollgate_bin!(),
-        &cfg,
-        Opts {
-            plans: Some(format!("{PLANS}{extra_server}")),
-            plan: Some(plan.into()),
-            ..Opts::default()
-        },
-    )
-    .await;
-    (fake, gw)
-}
-
 #[tokio::test]
 async fn guests_are_limited_by_ip_and_spoofed_forwarded_for_changes_nothing() {
-    let (_f, gw) = gateway("", "free").await;
+    let (_f, gw) = small_plans(tollgate_bin!(), "", "free").await;
     let guest = |xff: &'static str| {
         let addr = gw.addr;
         async move {
@@ -78,7 +55,7 @@ async fn trusted_proxies_make_forwarded_for_the_guest_identity() {
         tollgate_bin!(),
         &cfg,
         Opts {
-            plans: Some(PLANS.into()),
+            plans: Some(SMALL_PLANS.into()),
             trusted: Some("127.0.0.1/32".into()),
             ..Opts::default()
         },
@@ -120,7 +97,7 @@ async fn every_forwarded_for_line_counts_and_ipv6_guests_share_their_64() {
         tollgate_bin!(),
         &cfg,
         Opts {
-            plans: Some(PLANS.into()),
+            plans: Some(SMALL_PLANS.into()),
             trusted: Some("127.0.0.1/32".into()),
             ..Opts::default()
         },

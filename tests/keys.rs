@@ -7,21 +7,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tollgate_testkit::*;
 
-async fn gateway() -> (FakeOpenAi, Gateway) {
-    let fake = FakeOpenAi::start("p").await;
-    let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}{}",
-        provider("p", &[&fake], ""),
-        model("paid-2024-01-01", "p", "economy", ""),
-        model("free-2024-01-01", "p", "normal", "guest = true"),
-    );
-    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
-    (fake, gw)
-}
-
 #[tokio::test]
 async fn keys_are_issued_listed_and_revoked_and_bad_keys_are_refused() {
-    let (_f, gw) = gateway().await;
+    let (_f, gw) = paid_and_free(tollgate_bin!()).await;
     let auth = format!("Bearer {}", gw.key);
     let r = gw
         .with_auth("POST", "/api/v1/keys", &auth, br#"{"name":"ci"}"#)

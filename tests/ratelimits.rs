@@ -8,29 +8,6 @@ use std::time::Duration;
 use serde_json::json;
 use tollgate_testkit::*;
 
-const PLANS: &str = "[plans.free]\nrequests_per_hour = 3\nrequests_per_day = 5\n\n[plans.pro]\nrequests_per_hour = 4\n\n[plans.guest]\nrequests_per_hour = 2\nrequests_per_day = 2\n\n[plans.smb]\nrequests_per_hour = 10\nrequests_per_day = 3\n";
-
-async fn gateway(extra_server: &str, plan: &str) -> (FakeOpenAi, Gateway) {
-    let fake = FakeOpenAi::start("p").await;
-    let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}{}",
-        provider("p", &[&fake], ""),
-        model("m", "p", "economy", ""),
-        model("g", "p", "normal", "guest = true"),
-    );
-    let gw = Gateway::start_opts(
-        tollgate_bin!(),
-        &cfg,
-        Opts {
-            plans: Some(format!("{PLANS}{extra_server}")),
-            plan: Some(plan.into()),
-            ..Opts::default()
-        },
-    )
-    .await;
-    (fake, gw)
-}
-
 fn body() -> serde_json::Value {
     json!({"model":"m","messages":user("hi")})
 }
@@ -51,7 +28,7 @@ fn rl(r: &Response) -> (String, String, String) {
 
 #[tokio::test]
 async fn the_free_plans_hourly_limit_answers_429_with_headers_and_retry_after() {
-    let (fake, gw) = gateway("", "free").await;
+    let (fake, gw) = small_plans(tollgate_bin!(), "", "free").await;
     let before = gw.me(&gw.key).await["credits"].clone();
     for remaining in ["2", "1", "0"] {
         let r = gw.chat(body()).await;
@@ -83,7 +60,7 @@ async fn the_free_plans_hourly_limit_answers_429_with_headers_and_retry_after() 
 
 #[tokio::test]
 async fn the_daily_limit_applies_and_rejected_requests_are_not_counted() {
-    let (_f, gw) = gateway("", "free").await;
+    let (_f, gw) = small_plans(tollgate_bin!(), "", "free").await;
     // free: 3 an hour, 5 a day. Three pass, two are refused by the hour window.
     for _ in 0..3 {
         assert_eq!(gw.chat(body()).await.status, 200);
@@ -108,7 +85,7 @@ async fn the_daily_limit_applies_and_rejected_requests_are_not_counted() {
 
 #[tokio::test]
 async fn pro_has_no_daily_cap_and_per_account_overrides_win() {
-    let (_f, gw) = gateway("", "pro").await;
+    let (_f, gw) = small_plans(tollgate_bin!(), "", "pro").await;
     for i in 0..4 {
         let r = gw.chat(body()).await;
         assert_eq!(r.status, 200);

@@ -4,21 +4,9 @@
 use serde_json::json;
 use tollgate_testkit::*;
 
-async fn gateway() -> (FakeOpenAi, Gateway) {
-    let fake = FakeOpenAi::start("p").await;
-    let cfg = format!(
-        "{FAST_TIMEOUTS}{}{}{}",
-        provider("p", &[&fake], ""),
-        model("paid-2024-01-01", "p", "economy", ""),
-        model("free-2024-01-01", "p", "normal", "guest = true"),
-    );
-    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
-    (fake, gw)
-}
-
 #[tokio::test]
 async fn login_gives_a_session_cookie_that_works_until_logout_and_wrong_passwords_are_throttled() {
-    let (_f, gw) = gateway().await;
+    let (_f, gw) = paid_and_free(tollgate_bin!()).await;
     let email = unique_email();
     gw.signup(&email).await;
     let r = post_json(
@@ -182,7 +170,7 @@ async fn the_session_cookie_is_secure_when_the_gateway_is_served_over_https() {
 
 #[tokio::test]
 async fn cookie_authenticated_writes_need_json_and_the_gateways_own_origin() {
-    let (_f, gw) = gateway().await;
+    let (_f, gw) = paid_and_free(tollgate_bin!()).await;
     let email = unique_email();
     gw.signup(&email).await;
     let login = json!({"email": email, "password": "correct horse battery"});

@@ -1,9 +1,10 @@
-//! Accounts: signup, login and sessions ([`signup`]), API keys ([`keys`], cached on the request
+//! Accounts: [`signup`], [`login`] and logout (the dashboard session), `me` ([`me`]), API keys ([`keys`], cached on the request
 //! path by `auth::key_cache`), usage reports ([`usage`]), passwords ([`passwords`]) and the login
 //! throttle ([`throttle`]). The handlers answer `/api/v1/auth/*`, `/api/v1/keys*` and
 //! `/api/v1/usage`, authenticated by an API key or a dashboard session.
 
 pub mod keys;
+pub mod login;
 pub mod me;
 pub mod passwords;
 pub mod signup;

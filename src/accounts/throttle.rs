@@ -2,7 +2,7 @@
 //! passwords in 15 minutes, wherever they come from.
 //!
 //! The attempt is reserved before the password is verified, in one atomic check-and-count of
-//! the shared limiter (Redis when configured, never from an admission lease), so concurrent
+//! the shared limiter (Redis when configured, never from a reservation), so concurrent
 //! guesses on one or many instances cannot all pass a check that none has yet recorded. A
 //! login that succeeds clears the e-mail's count; the rest leave with their window (Redis
 //! expires the keys, the background sweep prunes the in-process ones).

@@ -1,4 +1,4 @@
-//! Connecting the shared counter store (Redis) and returning expired admission leases.
+//! Connecting the shared counter store (Redis) and returning expired reservations of admissions.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,7 +52,7 @@ impl BackgroundService for CounterService {
                 }
             }
         }
-        // Expired admission leases give their unused admissions back.
+        // Expired reservations give their unused admissions back.
         loop {
             tokio::select! {
                 _ = shutdown.changed() => return,

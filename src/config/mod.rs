@@ -176,14 +176,14 @@ replacement = "zzz"
     #[test]
     fn lease_settings_are_checked() {
         let errs =
-            parse("[storage]\nlease_sync_ms = 0\nlease_idle_secs = -1\nlease_holds = 2000000\nrate_limit_lease = 1001\n")
+            parse("[storage]\nlease_sync_ms = 0\nlease_idle_secs = -1\nlease_holds = 2000000\nrate_limit_reserve = 1001\n")
                 .unwrap_err();
         let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
         for p in [
             "storage.lease_sync_ms",
             "storage.lease_idle_secs",
             "storage.lease_holds",
-            "storage.rate_limit_lease",
+            "storage.rate_limit_reserve",
         ] {
             assert!(paths.contains(&p), "missing {p} in {paths:?}");
         }
@@ -191,7 +191,10 @@ replacement = "zzz"
             parse("[storage]\nlease_holds = 0\n").is_ok(),
             "0 turns leases off"
         );
-        assert!(parse("[storage]\nrate_limit_lease = 1000\n").is_ok());
+        assert!(parse("[storage]\nrate_limit_reserve = 1000\n").is_ok());
+        // The key's old name is still read.
+        let old = parse("[storage]\nrate_limit_lease = 7\n").expect("the old name");
+        assert_eq!(old.storage.rate_limit_reserve, 7);
     }
 
     #[test]

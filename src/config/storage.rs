@@ -23,7 +23,7 @@ pub struct StorageSection {
     pub redis_timeout_ms: u64,
     /// Prefix of every Redis key, so several deployments can share one Redis.
     pub redis_prefix: String,
-    /// Credit leases (src/metering/leases.rs): an instance reserves this many requests' worth of
+    /// Credit leases (src/metering/leases/): an instance reserves this many requests' worth of
     /// an account's holds at once and meters against it in memory. 0 turns leases off (every
     /// request holds and settles in the database).
     pub lease_holds: u64,
@@ -31,9 +31,12 @@ pub struct StorageSection {
     pub lease_sync_ms: u64,
     /// A lease unused for this long is returned to the account's balance.
     pub lease_idle_secs: f64,
-    /// Admission leases with Redis (src/limits/redis.rs): admissions reserved per Redis round
-    /// trip while an account is far from its limits. 0: every request is checked in Redis.
-    pub rate_limit_lease: u64,
+    /// Reserved admissions with Redis (src/limits/in_redis.rs): admissions reserved per Redis
+    /// round trip while an account is far from its limits. 0: every request is checked in
+    /// Redis. Named `rate_limit_lease` until the credit leases made "lease" ambiguous; the old
+    /// name is still read.
+    #[serde(alias = "rate_limit_lease")]
+    pub rate_limit_reserve: u64,
     /// How long a request waits for a ledger connection (and SQLite for its write lock) before
     /// it is answered 503: a store that cannot answer fails fast instead of holding requests.
     pub acquire_timeout_ms: u64,
@@ -55,15 +58,15 @@ impl Default for StorageSection {
             lease_holds: 256,
             lease_sync_ms: 20,
             lease_idle_secs: 2.0,
-            rate_limit_lease: 64,
+            rate_limit_reserve: 64,
             acquire_timeout_ms: 2_000,
             max_unsettled: 100_000,
         }
     }
 }
 
-/// The largest admission lease (`rate_limit_lease`).
-pub const MAX_RATE_LIMIT_LEASE: u64 = 1_000;
+/// The largest reservation of admissions (`rate_limit_reserve`).
+pub const MAX_RATE_LIMIT_RESERVE: u64 = 1_000;
 
 /// What the rate limiter does when Redis does not answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +107,7 @@ pub struct Storage {
     pub lease_holds: u64,
     pub lease_sync: Duration,
     pub lease_idle: Duration,
-    pub rate_limit_lease: u64,
+    pub rate_limit_reserve: u64,
     pub acquire_timeout: Duration,
     pub max_unsettled: usize,
 }
@@ -131,8 +134,8 @@ impl StorageSection {
         }
         // Each leased admission is two arguments of the Lua script, which Redis's Lua unpacks
         // onto a stack of about 8,000 slots: far below that.
-        if self.rate_limit_lease > MAX_RATE_LIMIT_LEASE {
-            errs.push(err("storage.rate_limit_lease", "must be 0 (off) to 1000"));
+        if self.rate_limit_reserve > MAX_RATE_LIMIT_RESERVE {
+            errs.push(err("storage.rate_limit_reserve", "must be 0 (off) to 1000"));
         }
         if self.lease_holds > 1_000_000 {
             errs.push(err("storage.lease_holds", "must be 0 (off) to 1000000"));
@@ -174,7 +177,7 @@ impl StorageSection {
             lease_holds: self.lease_holds,
             lease_sync: Duration::from_millis(self.lease_sync_ms.max(1)),
             lease_idle,
-            rate_limit_lease: self.rate_limit_lease,
+            rate_limit_reserve: self.rate_limit_reserve,
             acquire_timeout: Duration::from_millis(self.acquire_timeout_ms),
             max_unsettled: self.max_unsettled,
         }

@@ -1,13 +1,13 @@
 //! The Redis counter store: one Lua script checks and counts a request in every window in one
 //! round trip, scored by Redis's own clock, so the limit holds exactly across instances. While
-//! an ident is far from its limits the same call reserves *admission leases*: admissions
+//! an ident is far from its limits the same call reserves *reserved admissions*: admissions
 //! counted in Redis at once (every instance sees them) that this instance hands out without a
-//! round trip for up to a second; unused ones are removed again. A lease is granted only while
+//! round trip for up to a second; unused ones are removed again. A reservation is granted only while
 //! every window keeps at least four times its size free, so near a limit every request is
-//! checked in Redis; the limit is never exceeded. While leased,
-//! `X-RateLimit-Remaining-Requests` counts down from Redis's figure at the lease.
+//! checked in Redis; the limit is never exceeded. While reserved,
+//! `X-RateLimit-Remaining-Requests` counts down from Redis's figure at the reservation.
 //!
-//! Every admission counted here for this instance (leased ones when used) is also recorded in
+//! Every admission counted here for this instance (reserved ones when used) is also recorded in
 //! its [`Shadow`], with its member and score, for the fallback and the recovery after an outage
 //! ([`shadow`](super::shadow), [`recovery`](super::recovery)).
 
@@ -22,13 +22,13 @@ use super::shadow::{Entry, Shadow};
 
 /// The same algorithm as `tollgate_filters::ratelimit::check_and_count`, on sorted sets scored
 /// by Redis's own clock (instances' clocks may disagree; Redis has one). It can also reserve
-/// admissions for an admission lease (see [`Limiter`]).
+/// admissions for a reservation (see [`Limiter`]).
 const SCRIPT: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local member = now .. ':' .. ARGV[1]
--- ARGV[#ARGV]: admissions this instance asks to reserve beyond this request (a lease),
--- granted only while every window keeps at least LEASE_SHARE times that much room.
+-- ARGV[#ARGV]: admissions this instance asks to reserve beyond this request (a reservation),
+-- granted only while every window keeps at least RESERVE_SHARE times that much room.
 local want = tonumber(ARGV[#ARGV])
 local share = tonumber(ARGV[#ARGV - 1])
 local retry = 0
@@ -56,12 +56,12 @@ end
 if retry ~= 0 then want = 0 end
 if retry == 0 then
   local args = {now, member}
-  -- Leased admissions are scored at the end of the lease's lifetime (ARGV[#ARGV - 2] ms), the
+  -- Reserved admissions are scored at the end of the reservation's lifetime (ARGV[#ARGV - 2] ms), the
   -- latest moment one can be used: each leaves its window no earlier than the request it admits
-  -- would, so leasing can only admit fewer, never more.
-  local leased_at = now + tonumber(ARGV[#ARGV - 2])
+  -- would, so reserving can only admit fewer, never more.
+  local reserved_at = now + tonumber(ARGV[#ARGV - 2])
   for j = 1, want do
-    args[#args + 1] = leased_at
+    args[#args + 1] = reserved_at
     args[#args + 1] = member .. ':' .. j
   end
   for i = 1, #KEYS do
@@ -73,15 +73,15 @@ end
 return {retry == 0 and 1 or 0, rep_limit, rep_rem, rep_reset, retry, want, member, now}
 "#;
 
-/// A lease takes at most this share of a window's remaining room (the rest is admitted one
+/// A reservation takes at most this share of a window's remaining room (the rest is admitted one
 /// request at a time, exactly).
-const LEASE_SHARE: u64 = 4;
-/// Leased admissions are used within this time of being counted, or given back. They are scored
+const RESERVE_SHARE: u64 = 4;
+/// Reserved admissions are used within this time of being counted, or given back. They are scored
 /// at the end of it, so they leave their window no earlier than the requests they admit.
-const LEASE_LIFETIME: Duration = Duration::from_secs(1);
+const RESERVE_LIFETIME: Duration = Duration::from_secs(1);
 
 /// Admissions reserved in Redis for one ident on this instance.
-struct AdmitLease {
+struct Reservation {
     windows: Vec<Window>,
     /// Reserved, unused sorted-set members with their scores, one per admission.
     members: Vec<Entry>,
@@ -91,24 +91,24 @@ struct AdmitLease {
     granted: Instant,
 }
 
-/// Marks an ident as having a lease request in flight, until dropped (also when the Redis call
+/// Marks an ident as having a reservation request in flight, until dropped (also when the Redis call
 /// is cancelled by its timeout).
-struct LeaseRequest {
+struct ReserveRequest {
     set: Arc<Mutex<HashSet<String>>>,
     ident: String,
 }
 
-impl LeaseRequest {
-    fn begin(set: &Arc<Mutex<HashSet<String>>>, ident: &str) -> Option<LeaseRequest> {
+impl ReserveRequest {
+    fn begin(set: &Arc<Mutex<HashSet<String>>>, ident: &str) -> Option<ReserveRequest> {
         let mut s = set.lock().ok()?;
-        s.insert(ident.to_owned()).then(|| LeaseRequest {
+        s.insert(ident.to_owned()).then(|| ReserveRequest {
             set: set.clone(),
             ident: ident.to_owned(),
         })
     }
 }
 
-impl Drop for LeaseRequest {
+impl Drop for ReserveRequest {
     fn drop(&mut self) {
         if let Ok(mut s) = self.set.lock() {
             s.remove(&self.ident);
@@ -116,15 +116,15 @@ impl Drop for LeaseRequest {
     }
 }
 
-/// The Redis side of the limiter, with this instance's admission leases.
+/// The Redis side of the limiter, with this instance's reservations.
 pub struct RedisCounter {
     /// Set by the counter service once Redis answers.
     conn: tokio::sync::OnceCell<ConnectionManager>,
-    leases: Mutex<HashMap<String, AdmitLease>>,
-    /// Idents with a lease request in flight: concurrent misses are checked one by one instead
-    /// of each reserving a lease of their own (a burst would otherwise reserve many).
-    leasing: Arc<Mutex<HashSet<String>>>,
-    lease_size: u64,
+    reservations: Mutex<HashMap<String, Reservation>>,
+    /// Idents with a reservation request in flight: concurrent misses are checked one by one instead
+    /// of each reserving a reservation of their own (a burst would otherwise reserve many).
+    reserving: Arc<Mutex<HashSet<String>>>,
+    reserve_size: u64,
     prefix: String,
     script: redis::Script,
     /// This instance's admissions, for the fallback and the recovery after an outage.
@@ -133,12 +133,12 @@ pub struct RedisCounter {
 }
 
 impl RedisCounter {
-    pub fn new(prefix: String, lease_size: u64) -> RedisCounter {
+    pub fn new(prefix: String, reserve_size: u64) -> RedisCounter {
         RedisCounter {
             conn: tokio::sync::OnceCell::new(),
-            leases: Mutex::new(HashMap::new()),
-            leasing: Default::default(),
-            lease_size,
+            reservations: Mutex::new(HashMap::new()),
+            reserving: Default::default(),
+            reserve_size,
             prefix,
             script: redis::Script::new(SCRIPT),
             shadow: Shadow::default(),
@@ -156,15 +156,15 @@ impl RedisCounter {
         self.conn.get().cloned()
     }
 
-    /// One admission from this instance's lease for the ident, if it has a live one for these
+    /// One admission from this instance's reservation for the ident, if it has a live one for these
     /// windows.
-    pub fn take_leased(&self, ident: &str, windows: &[Window]) -> Option<Decision> {
-        if self.lease_size == 0 {
+    pub fn take_reserved(&self, ident: &str, windows: &[Window]) -> Option<Decision> {
+        if self.reserve_size == 0 {
             return None;
         }
-        let mut map = self.leases.lock().ok()?;
+        let mut map = self.reservations.lock().ok()?;
         let l = map.get_mut(ident)?;
-        if l.windows != windows || l.granted.elapsed() >= LEASE_LIFETIME {
+        if l.windows != windows || l.granted.elapsed() >= RESERVE_LIFETIME {
             return None;
         }
         let (at, member) = l.members.pop()?;
@@ -177,28 +177,32 @@ impl RedisCounter {
             reset_ms: (l.reset_ms - elapsed).max(0),
             retry_ms: 0,
         };
-        // Under the leases' lock: a recovery that drops the leases then copies the shadow
+        // Under the reservations' lock: a recovery that drops the reservations then copies the shadow
         // cannot miss it.
         self.shadow.record(ident, windows, at, member);
         Some(d)
     }
 
-    /// Forgets every lease: their unused admissions went with a Redis that lost its data.
-    pub(super) fn drop_leases(&self) {
-        if let Ok(mut map) = self.leases.lock() {
+    /// Forgets every reservation: their unused admissions went with a Redis that lost its data.
+    pub(super) fn drop_reservations(&self) {
+        if let Ok(mut map) = self.reservations.lock() {
             map.clear();
         }
     }
 
-    /// Removes the unused admissions of expired (or superseded) leases from Redis. `only`:
-    /// just this ident's lease, if it is no longer usable for `windows`.
-    async fn return_leases(&self, conn: &mut ConnectionManager, only: Option<(&str, &[Window])>) {
-        let stale: Vec<(String, AdmitLease)> = {
-            let Ok(mut map) = self.leases.lock() else {
+    /// Removes the unused admissions of expired (or superseded) reservations from Redis. `only`:
+    /// just this ident's reservation, if it is no longer usable for `windows`.
+    async fn return_reservations(
+        &self,
+        conn: &mut ConnectionManager,
+        only: Option<(&str, &[Window])>,
+    ) {
+        let stale: Vec<(String, Reservation)> = {
+            let Ok(mut map) = self.reservations.lock() else {
                 return;
             };
             let dead =
-                |l: &AdmitLease| l.granted.elapsed() >= LEASE_LIFETIME || l.members.is_empty();
+                |l: &Reservation| l.granted.elapsed() >= RESERVE_LIFETIME || l.members.is_empty();
             let keys: Vec<String> = match only {
                 Some((ident, windows)) => map
                     .get(ident)
@@ -227,18 +231,18 @@ impl RedisCounter {
             if let Err(e) = pipe.query_async::<()>(conn).await {
                 // They stay counted until they age out of the window: this instance admits
                 // fewer, never more.
-                tracing::warn!(ident = %ident, "could not return leased admissions: {e}");
+                tracing::warn!(ident = %ident, "could not return reserved admissions: {e}");
             }
         }
     }
 
     /// Background: brings the counts back after an outage (see [`recovery`](super::recovery)),
-    /// and returns expired leases' unused admissions (an instance that goes quiet must not keep
+    /// and returns expired reservations' unused admissions (an instance that goes quiet must not keep
     /// them counted).
     pub async fn sweep(&self) {
         if let Some(mut conn) = self.conn() {
             self.recover(&mut conn).await;
-            self.return_leases(&mut conn, None).await;
+            self.return_reservations(&mut conn, None).await;
         }
     }
 
@@ -264,7 +268,7 @@ impl RedisCounter {
         redis::cmd("DEL").arg(keys).query_async(&mut conn).await
     }
 
-    /// Requests counted in each window at `now_ms` (admission leases count as used).
+    /// Requests counted in each window at `now_ms` (reservations count as used).
     pub async fn used(
         &self,
         mut conn: ConnectionManager,
@@ -288,11 +292,12 @@ impl RedisCounter {
         ident: &str,
         windows: &[Window],
         member: &str,
-        lease: bool,
+        reservation: bool,
     ) -> redis::RedisResult<Decision> {
-        let lease = lease && self.lease_size > 0;
-        if lease {
-            self.return_leases(&mut conn, Some((ident, windows))).await;
+        let reservation = reservation && self.reserve_size > 0;
+        if reservation {
+            self.return_reservations(&mut conn, Some((ident, windows)))
+                .await;
         }
         let mut inv = self.script.prepare_invoke();
         for w in windows {
@@ -302,30 +307,34 @@ impl RedisCounter {
         for w in windows {
             inv.arg(w.window_ms).arg(w.limit);
         }
-        // No live lease could admit this request: ask for a new one along with it, unless
+        // No live reservation could admit this request: ask for a new one along with it, unless
         // another request of this ident is already asking.
-        let asking = lease
-            .then(|| LeaseRequest::begin(&self.leasing, ident))
+        let asking = reservation
+            .then(|| ReserveRequest::begin(&self.reserving, ident))
             .flatten();
-        let want = if asking.is_some() { self.lease_size } else { 0 };
-        inv.arg(LEASE_LIFETIME.as_millis() as u64)
-            .arg(LEASE_SHARE)
+        let want = if asking.is_some() {
+            self.reserve_size
+        } else {
+            0
+        };
+        inv.arg(RESERVE_LIFETIME.as_millis() as u64)
+            .arg(RESERVE_SHARE)
             .arg(want);
         type Reply = (i64, i64, i64, i64, i64, u64, String, i64);
-        let (admitted, limit, remaining, reset_ms, retry_ms, leased, base, now): Reply =
+        let (admitted, limit, remaining, reset_ms, retry_ms, reserved, base, now): Reply =
             inv.invoke_async(&mut conn).await?;
-        if leased > 0 {
-            let leased_at = now + LEASE_LIFETIME.as_millis() as i64;
-            let members = (1..=leased).map(|j| (leased_at, format!("{base}:{j}")));
-            if let Ok(mut map) = self.leases.lock() {
+        if reserved > 0 {
+            let reserved_at = now + RESERVE_LIFETIME.as_millis() as i64;
+            let members = (1..=reserved).map(|j| (reserved_at, format!("{base}:{j}")));
+            if let Ok(mut map) = self.reservations.lock() {
                 match map.get_mut(ident).filter(|l| l.windows == windows) {
-                    // Two requests leased at once: keep both sets under the older lifetime
+                    // Two requests reserved at once: keep both sets under the older lifetime
                     // (the newer ones are returned early, never kept late).
                     Some(l) => l.members.extend(members),
                     None => {
                         map.insert(
                             ident.to_owned(),
-                            AdmitLease {
+                            Reservation {
                                 windows: windows.to_vec(),
                                 members: members.collect(),
                                 limit: limit.max(0) as u64,

@@ -146,7 +146,7 @@ pub async fn admit_address(
     ))
 }
 
-/// Counts requests against windows: in Redis when configured (with admission leases), else
+/// Counts requests against windows: in Redis when configured (with reserved admissions), else
 /// in-process.
 pub struct Limiter {
     local: in_process::LocalCounter,
@@ -157,18 +157,18 @@ pub struct Limiter {
 }
 
 impl Limiter {
-    /// `redis`: the key prefix and admission-lease size when a Redis is configured.
+    /// `redis`: the key prefix and reservation size when a Redis is configured.
     pub fn new(redis: Option<(String, u64)>, mode: FailureMode, timeout: Duration) -> Limiter {
         Limiter {
             local: in_process::LocalCounter::default(),
-            redis: redis.map(|(prefix, lease)| in_redis::RedisCounter::new(prefix, lease)),
+            redis: redis.map(|(prefix, size)| in_redis::RedisCounter::new(prefix, size)),
             mode,
             timeout,
         }
     }
 
     /// Checks and counts one request for `ident` (e.g. `acct:usr_…` or `ip:1.2.3.4`), from
-    /// this instance's admission lease when it has one. `Err` only in `fail_closed` mode with
+    /// this instance's reservation when it has one. `Err` only in `fail_closed` mode with
     /// Redis unavailable.
     pub async fn check(
         &self,
@@ -182,8 +182,8 @@ impl Limiter {
             .await
     }
 
-    /// As [`Limiter::check`], always in the shared store and never from or into an admission
-    /// lease: for counters whose every unit matters (a password guess).
+    /// As [`Limiter::check`], always in the shared store and never from or into a
+    /// reservation: for counters whose every unit matters (a password guess).
     pub async fn check_exact(
         &self,
         ident: &str,
@@ -203,7 +203,7 @@ impl Limiter {
         member: &str,
         plan: &str,
         metrics: &Metrics,
-        lease: bool,
+        reserve: bool,
     ) -> Result<Decision, GatewayError> {
         if windows.is_empty() {
             return Ok(Decision::unlimited());
@@ -211,8 +211,8 @@ impl Limiter {
         let Some(redis) = &self.redis else {
             return Ok(self.local.check(ident, windows, crate::clock::now_ms()));
         };
-        if lease {
-            if let Some(d) = redis.take_leased(ident, windows) {
+        if reserve {
+            if let Some(d) = redis.take_reserved(ident, windows) {
                 metrics.ratelimit_leased.with_label_values(&[plan]).inc();
                 return Ok(d);
             }
@@ -226,7 +226,7 @@ impl Limiter {
                     let Some(conn) = redis.conn() else {
                         break "not connected".to_string();
                     };
-                    let check = redis.check(conn, ident, windows, member, lease);
+                    let check = redis.check(conn, ident, windows, member, reserve);
                     match timeout_at(deadline, check).await {
                         Ok(Ok(d)) => return Ok(d),
                         Ok(Err(e)) => break e.to_string(),

@@ -59,7 +59,7 @@ impl RedisCounter {
         };
         if lost {
             // Their unused admissions went with the old server; the used ones are recorded.
-            self.drop_leases();
+            self.drop_reservations();
         }
         let now = crate::clock::now_ms();
         let bulk = shadow.take(lost, now);

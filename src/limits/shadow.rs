@@ -267,8 +267,8 @@ fn log_of<'a>(s: &'a mut State, ident: &str, windows: &[Window]) -> Option<&'a m
     Some(log)
 }
 
-/// Keeps `entries` sorted by score: admissions arrive almost in order (leased ones are scored
-/// at the end of their lease), so this is nearly always a push at the back.
+/// Keeps `entries` sorted by score: admissions arrive almost in order (reserved ones are scored
+/// at the end of their reservation), so this is nearly always a push at the back.
 fn insert(log: &mut Log, at: i64, member: String) {
     let i = log.entries.partition_point(|e| e.0 <= at);
     log.entries.insert(i, (at, member));

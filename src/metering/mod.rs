@@ -48,10 +48,6 @@
 //!   once (503) instead of waiting out the store's timeout.
 
 pub mod charge;
-pub mod lease;
-mod lease_rounds;
-#[cfg(test)]
-mod lease_tests;
 pub mod leases;
 pub mod tool;
 pub mod unsettled;

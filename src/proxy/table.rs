@@ -13,7 +13,7 @@ use crate::auth::caller::Caller;
 use crate::chat::models::Listing;
 use crate::request::ctx::RequestCtx;
 use crate::runtime::Shared;
-use crate::{accounts, admin, billing, chat, dashboard, mcp};
+use crate::{accounts, admin, chat, dashboard, mcp, payments};
 use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Open};
 use Limit::{Free, Guests, Logins, PerToolCall, Plan, Signups};
 
@@ -144,9 +144,9 @@ routes! {
     Signup: "POST" "/api/v1/auth/signup", (Open, Signups), "api"
         => accounts::signup::signup(shared, session, ctx).await;
     Login: "POST" "/api/v1/auth/login", (Open, Logins), "api"
-        => accounts::signup::login(shared, session, ctx).await;
+        => accounts::login::login(shared, session, ctx).await;
     Logout: "POST" "/api/v1/auth/logout", (Open, Free), "api"
-        => accounts::signup::logout(shared, session, ctx).await;
+        => accounts::login::logout(shared, session, ctx).await;
     Me: "GET" "/api/v1/auth/me", (KeyOrSession, Free), "api"
         => accounts::me::me(shared, session, ctx, caller).await;
     ListKeys: "GET" "/api/v1/keys", (KeyOrSession, Free), "api"
@@ -185,22 +185,22 @@ routes! {
     AdminMcpResume: "POST" "/api/v1/admin/mcp/services/{id}/resume", (Admin, Free), "api"
         => mcp::operator::admin_move(shared, session, ctx, id, Move::Resume).await;
     BillingCheckout: "POST" "/api/v1/billing/checkout", (KeyOrSession, Free), "api"
-        => billing::checkout::checkout(shared, session, ctx, caller).await;
+        => payments::checkout::checkout(shared, session, ctx, caller).await;
     Plans: "GET" "/api/v1/plans", (Open, Free), "api"
-        => billing::plans::plans(shared, session, ctx).await;
+        => payments::plans::plans(shared, session, ctx).await;
     AdminFind: "GET" "/api/v1/admin/accounts", (Admin, Free), "api"
         => admin::find(shared, session, ctx).await;
     BillingHistory: "GET" "/api/v1/billing", (KeyOrSession, Free), "api"
-        => billing::history(shared, session, ctx, caller).await;
+        => payments::history(shared, session, ctx, caller).await;
     BillingPortal: "POST" "/api/v1/billing/portal", (KeyOrSession, Free), "api"
-        => billing::portal(shared, session, ctx, caller).await;
+        => payments::portal(shared, session, ctx, caller).await;
     // Signed by Stripe, checked by the handler over the raw body.
     BillingWebhook: "POST" "/api/v1/billing/webhook", (Open, Free), "api"
-        => billing::webhook::webhook(shared, session, ctx).await;
+        => payments::webhook::webhook(shared, session, ctx).await;
     AdminUnclaimed: "GET" "/api/v1/admin/billing/unclaimed", (Admin, Free), "api"
-        => billing::unclaimed::list(shared, session, ctx).await;
+        => payments::unclaimed::list(shared, session, ctx).await;
     AdminAssign: "POST" "/api/v1/admin/billing/unclaimed/{id}/assign", (Admin, Free), "api"
-        => billing::unclaimed::assign(shared, session, ctx, id).await;
+        => payments::unclaimed::assign(shared, session, ctx, id).await;
     McpAll: "POST" "/mcp", (Key, PerToolCall), "mcp"
         => mcp::endpoint::handle(shared, session, ctx, caller, None).await;
     McpOne: "POST" "/mcp/{id}", (Key, PerToolCall), "mcp"

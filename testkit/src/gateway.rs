@@ -512,3 +512,41 @@ pub fn one_model_config(fake: &FakeOpenAi, id: &str) -> String {
         model(id, "p", "economy", "")
     )
 }
+
+/// A gateway in front of one fake provider `p` with a paid model (`paid-2024-01-01`, tier
+/// economy) and a guest one (`free-2024-01-01`, tier normal, `guest = true`): what the
+/// account, key, session and admin tests start.
+pub async fn paid_and_free(bin: &Path) -> (FakeOpenAi, Gateway) {
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}{}",
+        provider("p", &[&fake], ""),
+        model("paid-2024-01-01", "p", "economy", ""),
+        model("free-2024-01-01", "p", "normal", "guest = true"),
+    );
+    let gw = Gateway::start(bin, &cfg).await;
+    (fake, gw)
+}
+
+/// Small plan limits, so a test reaches them in a few requests: `free` 3/h 5/day, `pro` 4/h,
+/// `guest` 2/h 2/day, `smb` 10/h 3/day.
+pub const SMALL_PLANS: &str = "[plans.free]\nrequests_per_hour = 3\nrequests_per_day = 5\n\n[plans.pro]\nrequests_per_hour = 4\n\n[plans.guest]\nrequests_per_hour = 2\nrequests_per_day = 2\n\n[plans.smb]\nrequests_per_hour = 10\nrequests_per_day = 3\n";
+
+/// A gateway on [`SMALL_PLANS`] (with `extra` appended to that TOML), its test account on
+/// `plan`, in front of one fake provider `p` with a model `m` and a guest model `g`.
+pub async fn small_plans(bin: &Path, extra: &str, plan: &str) -> (FakeOpenAi, Gateway) {
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}{}",
+        provider("p", &[&fake], ""),
+        model("m", "p", "economy", ""),
+        model("g", "p", "normal", "guest = true"),
+    );
+    let opts = Opts {
+        plans: Some(format!("{SMALL_PLANS}{extra}")),
+        plan: Some(plan.into()),
+        ..Opts::default()
+    };
+    let gw = Gateway::start_opts(bin, &cfg, opts).await;
+    (fake, gw)
+}

@@ -5,7 +5,8 @@
 //! - [`gateway`]: [`Gateway`] starts the `tollgate` binary on its own ports, database and Redis
 //!   prefix, with a funded account ([`Gateway::second`]: another instance on the same database
 //!   and prefix); [`tollgate_bin!`] names the binary cargo built for the caller, and
-//!   [`one_model_config`] writes the one-provider, one-model config most tests start from.
+//!   [`one_model_config`] writes the one-provider, one-model config most tests start from;
+//!   [`paid_and_free`] and [`small_plans`] start the gateways the account and limit tests share.
 //! - [`openai`]: [`FakeOpenAi`], an OpenAI-compatible provider that can fail every way a real
 //!   one does (one [`Mode`] away), built with [`FakeOpenAi::builder`].
 //! - [`anthropic`]: [`FakeAnthropic`], a Messages API provider with every stream event type,
@@ -49,8 +50,8 @@ pub mod tmpfs;
 pub use anthropic::{anthropic_provider, AnthropicMode, FakeAnthropic, FAKE_ANTHROPIC_KEY};
 pub use fastmcp::FastMcpServer;
 pub use gateway::{
-    free_port, micros, model, one_model_config, provider, temp_dir, unique_email, Gateway, Opts,
-    ADMIN_TOKEN, FAST_TIMEOUTS,
+    free_port, micros, model, one_model_config, paid_and_free, provider, small_plans, temp_dir,
+    unique_email, Gateway, Opts, ADMIN_TOKEN, FAST_TIMEOUTS, SMALL_PLANS,
 };
 pub use http::{get, parse_response, post_json, raw_request, request, Response};
 pub use mcp::{FakeToolServer, ToolMode, VERBATIM_RESULT};

@@ -1,4 +1,4 @@
-//! Admission leases: far from its limit an instance takes a batch of admissions from Redis at
+//! Reserved admissions: far from its limit an instance takes a batch of admissions from Redis at
 //! once, yet two instances together never admit more than the limit, and unused leased
 //! admissions go back. Needs Redis (`TOLLGATE_TEST_REDIS_URL`).
 
@@ -12,9 +12,9 @@ fn body() -> serde_json::Value {
 }
 
 #[tokio::test]
-async fn admission_leases_far_from_the_limit_never_exceed_it() {
+async fn reserved_admissions_far_from_the_limit_never_exceed_it() {
     if redis_url().is_none() {
-        return skip("admission leases need Redis (TOLLGATE_TEST_REDIS_URL)");
+        return skip("reserved admissions need Redis (TOLLGATE_TEST_REDIS_URL)");
     }
     let fake = FakeOpenAi::start("p").await;
     // Generous upstream timeouts: a burst of 700 on a loaded 2-core machine may take over a
@@ -25,7 +25,7 @@ async fn admission_leases_far_from_the_limit_never_exceed_it() {
         provider("p", &[&fake], ""),
         model("m", "p", "economy", "")
     );
-    let storage = "rate_limit_lease = 16".to_string();
+    let storage = "rate_limit_reserve = 16".to_string();
     let one = Gateway::start_opts(
         tollgate_bin!(),
         &cfg,

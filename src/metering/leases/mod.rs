@@ -1,6 +1,11 @@
 //! Credit leases, one per account this instance meters (the why and the guarantees are in
 //! the `metering` module doc): taking, topping up, settling against and returning them.
 
+pub mod lease;
+mod rounds;
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -8,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use tollgate_filters::credits::HoldSize;
 
-use super::lease::{Lease, LeaseHold, Round};
 use crate::ledger::{LeaseRound, Ledger, Settlement, StoreError};
+use lease::{Lease, LeaseHold, Round};
 
 /// Where the opening of a lease that reported an error is queued to be cancelled.
 pub struct Undo<'a>(
@@ -100,22 +105,6 @@ impl Leases {
 
     pub fn enabled(&self) -> bool {
         self.factor > 0
-    }
-
-    /// Shutdown begins: no new leases or holds on them; every lease is returned by the next
-    /// round after its holds in flight have settled (their usage rows written first).
-    pub fn close_all(&self) {
-        self.shutting_down.store(true, Ordering::SeqCst);
-        for e in locked(&self.accounts).values_mut() {
-            if let Some(l) = e.lease.as_mut() {
-                l.closing = true;
-            }
-        }
-    }
-
-    /// Whether this instance still holds any lease.
-    pub fn is_empty(&self) -> bool {
-        locked(&self.accounts).values().all(|e| e.lease.is_none())
     }
 
     fn expires_at(&self) -> i64 {

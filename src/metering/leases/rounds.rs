@@ -1,13 +1,14 @@
 //! The rounds of credit leases that are not a request's own: the background round over every
 //! lease, and the reads that write this instance's pending rows first (`me`, usage, admin).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::OwnedMutexGuard;
 
 use super::lease::Round;
-use super::leases::{locked, Leases};
+use super::{locked, Leases};
 use crate::ledger::{Ledger, StoreError};
 
 impl Leases {
@@ -104,5 +105,24 @@ impl Leases {
             .get(account)
             .and_then(|e| e.lease.as_ref())
             .map_or(0, |l| l.available)
+    }
+}
+
+/// Shutdown: the last rounds return every lease.
+impl Leases {
+    /// Shutdown begins: no new leases or holds on them; every lease is returned by the next
+    /// round after its holds in flight have settled (their usage rows written first).
+    pub fn close_all(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        for e in locked(&self.accounts).values_mut() {
+            if let Some(l) = e.lease.as_mut() {
+                l.closing = true;
+            }
+        }
+    }
+
+    /// Whether this instance still holds any lease.
+    pub fn is_empty(&self) -> bool {
+        locked(&self.accounts).values().all(|e| e.lease.is_none())
     }
 }
