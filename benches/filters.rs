@@ -104,6 +104,8 @@ fn catalog(n: usize) -> Catalog {
     let models = (0..n)
         .map(|i| ModelSpec {
             id: format!("model-{i}"),
+            kind: tollgate_filters::route::ModelKind::Chat,
+            completions: false,
             provider: format!("p{}", i % 5),
             upstream_model: format!("m{i}"),
             tier: Tier::ALL[i % 3],

@@ -71,8 +71,9 @@
 //! 4. The account's cached keys ([`auth::key_cache`]) are dropped, so its next request
 //!    reads the new plan.
 //!
-//! Beside the walks: [`accounts`] (signup, login, sessions, keys, usage), [`admin`] (the admin
-//! API), [`dashboard`] (the pricing page and the app, served by the gateway itself). The logic
+//! Beside the walks: [`embeddings`] (`POST /v1/embeddings`: the chat walk's steps with a
+//! prompt-only hold, and failover only across the model's own endpoints), [`accounts`]
+//! (signup, login, sessions, keys, usage), [`admin`] (the admin API), [`dashboard`] (the pricing page and the app, served by the gateway itself). The logic
 //! that needs no I/O (validation, translation, SSE, routing, credit arithmetic, the Stripe
 //! signature, errors) lives in [`tollgate_filters`].
 #![forbid(unsafe_code)]
@@ -85,6 +86,7 @@ pub mod chat;
 pub mod clock;
 pub mod config;
 pub mod dashboard;
+pub mod embeddings;
 pub mod ledger;
 pub mod limits;
 pub mod logging;

@@ -48,3 +48,57 @@ async fn the_official_openai_python_sdk_works_against_the_gateway() {
     );
     assert!(stdout.contains("sdk: all passed"), "{stdout}");
 }
+
+#[tokio::test]
+async fn the_official_openai_python_sdk_creates_embeddings_and_is_charged_exactly() {
+    let Some(py) = python() else {
+        return skip("no Python with the openai package; run ./dev test to set one up");
+    };
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}[[models]]\nid = \"emb\"\nprovider = \"p\"\nkind = \"embedding\"\ninput_credits_per_1k = 10\noutput_credits_per_1k = 0\n\n{}",
+        provider("p", &[&fake], ""),
+        model("chat", "p", "economy", ""),
+    );
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    let initial = books::read(&gw.config_db(), &gw.user_id).await.money;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/sdk/openai_embeddings.py"
+    );
+    let base = format!("http://{}/v1", gw.addr);
+    let key = gw.key.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(py)
+            .arg(script)
+            .env("TOLLGATE_BASE_URL", base)
+            .env("TOLLGATE_API_KEY", key)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("sdk: all passed"),
+        "SDK script failed\nstdout:\n{stdout}\nstderr:\n{stderr}\ngateway:\n{}",
+        gw.log()
+    );
+    let tokens: i64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("TOTAL_TOKENS="))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("the script reports its tokens");
+    // Once the credit lease is back, the balance fell by exactly those tokens at 10 credits
+    // per 1K (10,000 µcr a token).
+    let mut b = books::read(&gw.config_db(), &gw.user_id).await;
+    for _ in 0..100 {
+        if b.holds == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        b = books::read(&gw.config_db(), &gw.user_id).await;
+    }
+    assert_eq!(initial - b.money, tokens * 10_000, "{stdout}");
+}

@@ -45,6 +45,11 @@ impl Tier {
 #[derive(Debug, Clone)]
 pub struct ModelSpec {
     pub id: String,
+    /// Chat models answer the chat, Messages and Responses APIs; embedding models only
+    /// `/v1/embeddings`, and are never a chat candidate or a tier's pick.
+    pub kind: ModelKind,
+    /// The provider serves the legacy `/v1/completions` for this model.
+    pub completions: bool,
     pub provider: String,
     pub upstream_model: String,
     pub tier: Tier,
@@ -63,6 +68,23 @@ pub struct ModelSpec {
     pub deprecated_at: Option<i64>,
     pub retires_at: Option<i64>,
     pub replacement: Option<String>,
+}
+
+/// What a model serves (`[[models]] kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelKind {
+    Chat,
+    Embedding,
+}
+
+impl ModelKind {
+    pub fn parse(s: &str) -> Option<ModelKind> {
+        match s {
+            "chat" => Some(ModelKind::Chat),
+            "embedding" => Some(ModelKind::Embedding),
+            _ => None,
+        }
+    }
 }
 
 impl ModelSpec {
@@ -265,7 +287,9 @@ impl Catalog {
         usable: impl Fn(&ModelSpec) -> bool,
     ) -> Vec<usize> {
         let mut out: Vec<usize> = Vec::with_capacity(4);
-        let ok = |m: &ModelSpec| !m.retired(now) && (!guest_only || m.guest) && !m.demo;
+        let ok = |m: &ModelSpec| {
+            !m.retired(now) && (!guest_only || m.guest) && !m.demo && m.kind == ModelKind::Chat
+        };
         let tier = match target {
             Target::Model(i) => {
                 out.push(i);
@@ -300,6 +324,8 @@ mod tests {
     fn spec(id: &str, provider: &str, tier: Tier) -> ModelSpec {
         ModelSpec {
             id: id.into(),
+            kind: ModelKind::Chat,
+            completions: false,
             provider: provider.into(),
             upstream_model: id.into(),
             tier,
@@ -348,6 +374,22 @@ mod tests {
         );
         assert_eq!(c.candidates(Target::Model(0), 0, false, all), [0]);
         assert_eq!(c.candidates(Target::Model(1), 0, false, all), [1]);
+    }
+
+    #[test]
+    fn an_embedding_model_is_never_a_chat_candidate() {
+        let mut e = spec("emb", "a", Tier::Economy);
+        e.kind = ModelKind::Embedding;
+        e.self_hosted = true;
+        let c = Catalog::new(vec![spec("e1", "a", Tier::Economy), e], Vec::new());
+        let all = |_: &ModelSpec| true;
+        assert_eq!(
+            c.candidates(Target::Tier(Tier::Economy), 0, false, all),
+            [0]
+        );
+        assert_eq!(c.candidates(Target::Model(0), 0, false, all), [0]);
+        assert_eq!(ModelKind::parse("embedding"), Some(ModelKind::Embedding));
+        assert_eq!(ModelKind::parse("Chat"), None);
     }
 
     #[test]

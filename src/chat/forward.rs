@@ -17,10 +17,11 @@ use tollgate_filters::route::ModelSpec;
 use tollgate_filters::ErrorKind;
 use tollgate_filters::GatewayError;
 
-use super::attempt::{Attempt, AttemptError, Destination, Failover};
+use super::attempt::{Attempt, Destination};
 use super::stream::{self, Streamed};
 use crate::request::ctx::RequestCtx;
 use crate::runtime::{Runtime, Shared};
+use crate::upstream::failover::{AttemptError, Failover};
 use crate::upstream::provider;
 
 /// A request ready to forward.

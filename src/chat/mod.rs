@@ -21,7 +21,7 @@ use pingora::proxy::Session;
 use tollgate_filters::anthropic::request::{check_translatable, parse_messages_request};
 use tollgate_filters::credits::format_credits;
 use tollgate_filters::openai::request::{parse_chat_request, ChatRequest};
-use tollgate_filters::route::{ModelSpec, Target};
+use tollgate_filters::route::{ModelKind, ModelSpec, Target};
 use tollgate_filters::time::http_date;
 use tollgate_filters::{ErrorKind, GatewayError};
 
@@ -93,6 +93,14 @@ async fn pipeline(
     let now = crate::clock::now_secs();
     let catalog = &rt.config.catalog;
     let resolution = catalog.resolve(&req.model, now)?;
+    if let Target::Model(i) = resolution.target {
+        if catalog.model(i).kind == ModelKind::Embedding {
+            return Err(GatewayError::invalid(format!(
+                "model: `{}` is an embedding model; it answers POST /v1/embeddings",
+                req.model
+            )));
+        }
+    }
     let guest = matches!(caller, Caller::Guest);
     if guest {
         if let Target::Model(i) = resolution.target {

@@ -23,12 +23,13 @@ use tollgate_filters::sse::{SseDecoder, SseEvent};
 use tollgate_filters::translator::StreamTranslator;
 use tollgate_filters::{tokens, GatewayError, Usage};
 
-use super::attempt::{check_status, failover, Attempt, AttemptError, Failover};
+use super::attempt::Attempt;
 use super::tokenize::off_thread;
 use super::translate;
 use crate::request::ctx::RequestCtx;
 use crate::request::respond;
 use crate::runtime::Shared;
+use crate::upstream::failover::{check_status, failover, AttemptError, Failover};
 use crate::upstream::wire::Response;
 
 /// Largest single SSE event accepted from an upstream.

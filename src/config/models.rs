@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use tollgate_filters::changelog::{AliasChange, MIN_ALIAS_NOTICE_SECS};
-use tollgate_filters::route::{Catalog, ModelSpec, Tier, MIN_NOTICE_SECS};
+use tollgate_filters::route::{Catalog, ModelKind, ModelSpec, Tier, MIN_NOTICE_SECS};
 use tollgate_filters::time::{parse_date, parse_instant};
 
 use super::error::{err, ConfigError};
@@ -18,7 +18,15 @@ pub struct ModelSection {
     pub provider: String,
     #[serde(default)]
     pub upstream_model: Option<String>,
-    pub tier: String,
+    /// `chat` (the default) or `embedding`.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// The provider serves the legacy `/v1/completions` for this model (OpenAI kind only).
+    #[serde(default)]
+    pub completions: bool,
+    /// A chat model's tier; an embedding model has none.
+    #[serde(default)]
+    pub tier: Option<String>,
     pub input_credits_per_1k: f64,
     pub output_credits_per_1k: f64,
     /// Prompt tokens read from the provider's cache (Anthropic); default: the input rate.
@@ -89,10 +97,38 @@ pub(super) fn validate(
                 format!("unknown provider `{}`", m.provider),
             ));
         }
-        let tier = Tier::parse(&m.tier).unwrap_or_else(|| {
-            errs.push(err(at("tier"), "must be economy, normal or powerful"));
-            Tier::Normal
-        });
+        let kind = match m.kind.as_deref() {
+            None => ModelKind::Chat,
+            Some(k) => ModelKind::parse(k).unwrap_or_else(|| {
+                errs.push(err(at("kind"), "must be chat or embedding"));
+                ModelKind::Chat
+            }),
+        };
+        let provider_kind = provider.map(|p| p.kind.as_str());
+        if kind == ModelKind::Embedding && provider_kind == Some("anthropic") {
+            errs.push(err(
+                at("kind"),
+                "an anthropic provider serves no embeddings (the Messages API has none)",
+            ));
+        }
+        if m.completions && (kind != ModelKind::Chat || provider_kind != Some("openai")) {
+            errs.push(err(
+                at("completions"),
+                "only a chat model of an openai provider can serve /v1/completions",
+            ));
+        }
+        let tier = match (m.tier.as_deref(), kind) {
+            (Some(t), _) => Tier::parse(t).unwrap_or_else(|| {
+                errs.push(err(at("tier"), "must be economy, normal or powerful"));
+                Tier::Normal
+            }),
+            // Never a tier's pick: the value is not read.
+            (None, ModelKind::Embedding) => Tier::Normal,
+            (None, ModelKind::Chat) => {
+                errs.push(err(at("tier"), "is required for a chat model"));
+                Tier::Normal
+            }
+        };
         if m.max_output_tokens == 0 {
             errs.push(err(at("max_output_tokens"), "must be at least 1"));
         }
@@ -125,6 +161,8 @@ pub(super) fn validate(
         }
         specs.push(ModelSpec {
             id: m.id.clone(),
+            kind,
+            completions: m.completions,
             provider: m.provider.clone(),
             upstream_model: m.upstream_model.clone().unwrap_or_else(|| m.id.clone()),
             tier,
@@ -200,4 +238,51 @@ pub(super) fn validate(
         });
     }
     Catalog::new(specs, alias_list).with_changes(scheduled)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::parse;
+
+    fn paths(toml: &str) -> Vec<String> {
+        parse(toml).map_or_else(|e| e.into_iter().map(|e| e.path).collect(), |_| Vec::new())
+    }
+
+    const PROVIDERS: &str = "[[providers]]\nname = \"o\"\nendpoints = [\"http://127.0.0.1:9\"]\n\n[[providers]]\nname = \"a\"\nkind = \"anthropic\"\nendpoints = [\"http://127.0.0.1:9\"]\n\n";
+
+    fn model(id: &str, provider: &str, extra: &str) -> String {
+        format!("[[models]]\nid = \"{id}\"\nprovider = \"{provider}\"\ninput_credits_per_1k = 1\noutput_credits_per_1k = 0\n{extra}\n")
+    }
+
+    #[test]
+    fn kinds_and_legacy_completions_are_checked() {
+        let ok = format!(
+            "{PROVIDERS}{}{}",
+            model("emb", "o", "kind = \"embedding\""),
+            model("c", "o", "tier = \"economy\"\ncompletions = true"),
+        );
+        assert_eq!(paths(&ok), Vec::<String>::new());
+        let c = parse(&ok).unwrap();
+        let emb = c.catalog.model(0);
+        assert_eq!(emb.kind, tollgate_filters::route::ModelKind::Embedding);
+        assert!(c.catalog.model(1).completions);
+        let bad = format!(
+            "{PROVIDERS}{}{}{}{}{}",
+            model("e1", "a", "kind = \"embedding\""),
+            model("e2", "o", "kind = \"vector\""),
+            model("c1", "o", ""),
+            model("c2", "a", "tier = \"economy\"\ncompletions = true"),
+            model("e3", "o", "kind = \"embedding\"\ncompletions = true"),
+        );
+        let p = paths(&bad);
+        for want in [
+            "models[0].kind",
+            "models[1].kind",
+            "models[2].tier",
+            "models[3].completions",
+            "models[4].completions",
+        ] {
+            assert!(p.iter().any(|x| x == want), "missing {want} in {p:?}");
+        }
+    }
 }

@@ -49,6 +49,7 @@
 
 pub mod charge;
 pub mod leases;
+pub mod prompt_only;
 pub mod tool;
 pub mod unsettled;
 

@@ -1,5 +1,5 @@
 //! What is recorded of every request when it ends: the request metrics, and one log line per
-//! chat completion (either wire format) with what was served and charged.
+//! chat completion (either wire format) and embeddings request with what was served and charged.
 
 use crate::metrics::Metrics;
 use crate::request::ctx::RequestCtx;
@@ -15,8 +15,14 @@ pub fn record(m: &Metrics, ctx: &RequestCtx) {
     m.latency
         .with_label_values(&[ctx.route, model])
         .observe(ctx.start.elapsed().as_secs_f64());
-    // Both wire formats of the chat pipeline (`/v1/chat/completions`, `/v1/messages`).
-    if matches!(ctx.route, "chat" | "messages") {
+    // Both wire formats of the chat pipeline (`/v1/chat/completions`, `/v1/messages`), and
+    // embeddings: every metered model request.
+    if matches!(ctx.route, "chat" | "messages" | "embeddings") {
+        let what = if ctx.route == "embeddings" {
+            "embeddings"
+        } else {
+            "chat completion"
+        };
         tracing::info!(
             request_id = %ctx.request_id,
             route = ctx.route,
@@ -34,7 +40,7 @@ pub fn record(m: &Metrics, ctx: &RequestCtx) {
             client_gone = ctx.client_gone,
             error = ctx.error.as_deref().unwrap_or(""),
             elapsed_ms = ctx.start.elapsed().as_millis() as u64,
-            "chat completion"
+            "{what}"
         );
     }
 }

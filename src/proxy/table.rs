@@ -13,7 +13,7 @@ use crate::auth::caller::Caller;
 use crate::chat::models::Listing;
 use crate::request::ctx::RequestCtx;
 use crate::runtime::Shared;
-use crate::{accounts, admin, chat, dashboard, mcp, payments};
+use crate::{accounts, admin, chat, dashboard, embeddings, mcp, payments};
 use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Open};
 use Limit::{Free, Guests, Logins, PerToolCall, Plan, Signups};
 
@@ -120,6 +120,8 @@ routes! {
         => chat::handle(shared, session, ctx, caller).await;
     CountTokens: "POST" "/v1/messages/count_tokens", (KeyOrGuest, Plan), "messages"
         => chat::count_tokens::count_tokens(shared, session, ctx, caller).await;
+    Embeddings: "POST" "/v1/embeddings", (KeyOrGuest, Plan), "embeddings"
+        => embeddings::handle(shared, session, ctx, caller).await;
     Models: "GET" "/v1/models", (Anyone, Guests), "models"
         => chat::models::handle(shared, session, ctx, Listing::Models).await;
     Pricing: "GET" "/v1/models/pricing", (Anyone, Guests), "pricing"

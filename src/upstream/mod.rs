@@ -1,10 +1,12 @@
 //! Upstreams: one pool per provider ([`pool`]) on `pingora-load-balancing`, built from
 //! endpoints resolved at start and reload ([`resolve`]), checked actively ([`health`]) and
 //! passively, and what each provider kind means on the wire ([`provider`]); the exchange itself
-//! ([`wire`]) on connections kept between requests ([`idle`]). (The built-in demo provider
+//! ([`wire`]) on connections kept between requests ([`idle`]), and why an attempt fails over
+//! ([`failover`]). (The built-in demo provider
 //! the gateway serves to itself is a handler: `chat::demo`.)
 
 mod chunked;
+pub mod failover;
 pub mod head;
 pub mod health;
 pub mod idle;

@@ -22,6 +22,12 @@ pub fn chat_path(p: &Provider, endpoint: &EndpointUrl) -> String {
     }
 }
 
+/// The path of an embeddings request on an OpenAI-compatible endpoint (the only kind that
+/// serves them: the config refuses an embedding model of another kind).
+pub fn embeddings_path(endpoint: &EndpointUrl) -> String {
+    format!("{}/v1/embeddings", endpoint.base_path)
+}
+
 /// The header that carries the provider's key, when it has one.
 pub fn auth_header(p: &Provider) -> Option<(&'static str, String)> {
     let key = p.api_key.as_ref()?;

@@ -34,6 +34,7 @@
 mod accept;
 pub mod anthropic;
 pub mod books;
+pub mod embeddings;
 pub mod fastmcp;
 pub mod floor;
 pub mod gateway;

@@ -288,6 +288,7 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
             continue;
         }
         let body = req.json();
+        let embeddings = req.path.ends_with("/v1/embeddings");
         if st.record {
             st.requests.lock().unwrap().push(req);
         }
@@ -326,6 +327,15 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
                 continue;
             }
             _ => {}
+        }
+        if embeddings {
+            let tokens = match mode {
+                Mode::Usage(p, _) => Some(p),
+                _ => None,
+            };
+            let r = crate::embeddings::reply(&body, tokens, mode != Mode::NoUsage);
+            write_json(&mut sock, 200, r.to_string().as_bytes()).await?;
+            continue;
         }
         // Calls the first tool until the conversation carries a tool's result.
         let answered = body["messages"]

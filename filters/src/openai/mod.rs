@@ -4,12 +4,14 @@
 //! - [`request`]: validation against SPEC.md's request table and the upstream body.
 //! - [`stream`]: per-event rewriting of an SSE stream, and the chunks the gateway adds.
 //! - [`completion`]: the rewrite of a non-streaming reply.
+//! - [`embeddings`]: `POST /v1/embeddings`, its request checked and its reply rewritten.
 //! - `tools`: the checks of `tools` and `tool_choice`.
 //!
 //! Members are read in place and bodies spliced by `crate::json` (shared with the Anthropic
 //! and MCP formats).
 
 pub mod completion;
+pub mod embeddings;
 pub mod request;
 pub mod stream;
 #[cfg(test)]

@@ -1,0 +1,240 @@
+//! `POST /v1/embeddings` as OpenAI documents it: the request checked (each wrong field named),
+//! its prompt tokens estimated for the hold, the upstream body (the client's with the
+//! upstream model's name), and the reply with our model id and the provider's `usage`.
+//!
+//! Members beyond the documented ones pass through untouched, as on chat completions, so a
+//! provider's own options (`input_type`, `truncate`) still reach it.
+
+use serde_json::{Map, Value};
+
+use crate::GatewayError;
+
+/// OpenAI's own limit on one request's inputs.
+pub const MAX_INPUTS: usize = 2048;
+const MAX_MODEL_BYTES: usize = 256;
+
+/// A checked embeddings request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingsRequest {
+    pub model: String,
+    /// The prompt tokens the hold is sized for: exact for token arrays, an upper-leaning
+    /// estimate for text (one token per 3 bytes, as for chat).
+    pub estimated_tokens: u64,
+    /// The texts, for counting when the provider reports no usage (token arrays count as
+    /// themselves: `token_inputs`).
+    pub texts: Vec<String>,
+    pub token_inputs: u64,
+    /// The body's members as sent.
+    pub body: Map<String, Value>,
+}
+
+fn bad(field: &str, what: &str) -> GatewayError {
+    GatewayError::invalid(format!("{field}: {what}"))
+}
+
+/// A token array: non-empty, every element a token id.
+fn tokens(field: &str, v: &[Value]) -> Result<u64, GatewayError> {
+    if v.is_empty() {
+        return Err(bad(field, "must not be an empty token array"));
+    }
+    if !v
+        .iter()
+        .all(|t| t.as_u64().is_some_and(|t| t <= u32::MAX as u64))
+    {
+        return Err(bad(field, "must hold token ids (integers from 0)"));
+    }
+    Ok(v.len() as u64)
+}
+
+pub fn parse_embeddings_request(raw: &[u8]) -> Result<EmbeddingsRequest, GatewayError> {
+    let v: Value = serde_json::from_slice(raw)
+        .map_err(|e| GatewayError::invalid(format!("body: malformed JSON ({e})")))?;
+    let Value::Object(body) = v else {
+        return Err(GatewayError::invalid("body: must be a JSON object"));
+    };
+    let model = match body.get("model") {
+        None | Some(Value::Null) => return Err(bad("model", "is required")),
+        Some(Value::String(s)) if s.trim().is_empty() => {
+            return Err(bad("model", "must not be empty"))
+        }
+        Some(Value::String(s)) if s.len() > MAX_MODEL_BYTES => {
+            return Err(bad("model", "must be at most 256 bytes"))
+        }
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(bad("model", "must be a string")),
+    };
+    let (mut texts, mut token_inputs) = (Vec::new(), 0u64);
+    match body.get("input") {
+        None | Some(Value::Null) => return Err(bad("input", "is required")),
+        Some(Value::String(s)) if s.is_empty() => {
+            return Err(bad("input", "must not be an empty string"))
+        }
+        Some(Value::String(s)) => texts.push(s.clone()),
+        Some(Value::Array(items)) if items.is_empty() => {
+            return Err(bad("input", "must not be an empty array"))
+        }
+        Some(Value::Array(items)) if items.len() > MAX_INPUTS => {
+            return Err(bad("input", "must hold at most 2048 inputs"))
+        }
+        // One token array.
+        Some(Value::Array(items)) if items[0].is_number() => {
+            token_inputs = tokens("input", items)?;
+        }
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                let at = format!("input[{i}]");
+                match item {
+                    Value::String(s) if s.is_empty() => {
+                        return Err(bad(&at, "must not be an empty string"))
+                    }
+                    Value::String(s) => texts.push(s.clone()),
+                    Value::Array(t) => token_inputs += tokens(&at, t)?,
+                    _ => return Err(bad(&at, "must be a string or an array of token ids")),
+                }
+            }
+        }
+        Some(_) => {
+            return Err(bad(
+                "input",
+                "must be a string, an array of strings, or token arrays",
+            ))
+        }
+    }
+    match body.get("encoding_format") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(f)) if f == "float" || f == "base64" => {}
+        Some(_) => return Err(bad("encoding_format", "must be \"float\" or \"base64\"")),
+    }
+    match body.get("dimensions") {
+        None | Some(Value::Null) => {}
+        Some(d) if d.as_u64().is_some_and(|d| (1..=65_536).contains(&d)) => {}
+        Some(_) => return Err(bad("dimensions", "must be a positive integer")),
+    }
+    match body.get("user") {
+        None | Some(Value::Null) | Some(Value::String(_)) => {}
+        Some(_) => return Err(bad("user", "must be a string")),
+    }
+    let text_bytes: u64 = texts.iter().map(|t| t.len() as u64).sum();
+    Ok(EmbeddingsRequest {
+        model,
+        estimated_tokens: text_bytes.div_ceil(3).saturating_add(token_inputs),
+        texts,
+        token_inputs,
+        body,
+    })
+}
+
+/// The body for the provider: the client's, naming the upstream model.
+pub fn upstream_body(req: &EmbeddingsRequest, upstream_model: &str) -> Vec<u8> {
+    let mut body = req.body.clone();
+    body.insert("model".into(), upstream_model.into());
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// The provider's reply for the client: `model` is ours; `usage.prompt_tokens` as the provider
+/// counted it (`None` when it sent none, to be counted), written back as `total_tokens` too.
+/// `Err` when the reply is not an embeddings list.
+pub fn rewrite_reply(raw: &[u8], model: &str) -> Result<(Value, Option<u64>), String> {
+    let mut v: Value = serde_json::from_slice(raw).map_err(|e| format!("not JSON ({e})"))?;
+    if !v["data"].is_array() {
+        return Err("no data list".into());
+    }
+    v["model"] = model.into();
+    let tokens = v["usage"]["prompt_tokens"].as_u64();
+    Ok((v, tokens))
+}
+
+/// Writes the usage the charge was computed from into the reply.
+pub fn set_usage(v: &mut Value, prompt_tokens: u64) {
+    v["usage"] = serde_json::json!({"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens});
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<EmbeddingsRequest, GatewayError> {
+        parse_embeddings_request(v.to_string().as_bytes())
+    }
+
+    fn err(v: Value) -> String {
+        parse(v).unwrap_err().message
+    }
+
+    #[test]
+    fn every_documented_input_shape_is_accepted_and_estimated() {
+        let r = parse(json!({"model": "e", "input": "abcdef"})).unwrap();
+        assert_eq!((r.estimated_tokens, r.texts.len()), (2, 1));
+        let r = parse(
+            json!({"model": "e", "input": ["abc", "abcd"], "encoding_format": "base64",
+                             "dimensions": 256, "user": "u", "input_type": "query"}),
+        )
+        .unwrap();
+        assert_eq!(r.estimated_tokens, 1 + 2);
+        let r = parse(json!({"model": "e", "input": [1, 2, 3]})).unwrap();
+        assert_eq!((r.estimated_tokens, r.token_inputs), (3, 3));
+        let r = parse(json!({"model": "e", "input": [[1, 2], [3], "abc"]})).unwrap();
+        assert_eq!((r.estimated_tokens, r.token_inputs), (4, 3));
+        // A provider's own member passes through, and the model is the upstream's.
+        let body: Value = serde_json::from_slice(&upstream_body(&r, "up-e")).unwrap();
+        assert_eq!(body["model"], "up-e");
+        let r = parse(json!({"model": "e", "input": "x", "input_type": "query"})).unwrap();
+        let body: Value = serde_json::from_slice(&upstream_body(&r, "u")).unwrap();
+        assert_eq!(body["input_type"], "query");
+    }
+
+    #[test]
+    fn bad_input_names_its_field() {
+        assert!(err(json!({"input": "x"})).starts_with("model: is required"));
+        assert!(err(json!({"model": 3, "input": "x"})).starts_with("model: must be a string"));
+        assert!(err(json!({"model": "e"})).starts_with("input: is required"));
+        assert!(err(json!({"model": "e", "input": ""})).starts_with("input: must not be an empty"));
+        assert!(err(json!({"model": "e", "input": []})).starts_with("input: must not be an empty"));
+        assert!(err(json!({"model": "e", "input": {"a": 1}})).starts_with("input: must be"));
+        assert!(err(json!({"model": "e", "input": ["a", 3]})).starts_with("input[1]: must be"));
+        assert!(err(json!({"model": "e", "input": ["a", ""]})).starts_with("input[1]: must not"));
+        assert!(err(json!({"model": "e", "input": [[1, -2]]}))
+            .starts_with("input[0]: must hold token ids"));
+        assert!(err(json!({"model": "e", "input": [[]]}))
+            .starts_with("input[0]: must not be an empty token"));
+        assert!(
+            err(json!({"model": "e", "input": [1, "a"]})).starts_with("input: must hold token ids")
+        );
+        let many: Vec<&str> = vec!["a"; MAX_INPUTS + 1];
+        assert!(err(json!({"model": "e", "input": many})).starts_with("input: must hold at most"));
+        assert!(
+            err(json!({"model": "e", "input": "x", "encoding_format": "int8"}))
+                .starts_with("encoding_format:")
+        );
+        assert!(
+            err(json!({"model": "e", "input": "x", "dimensions": 0})).starts_with("dimensions:")
+        );
+        assert!(
+            err(json!({"model": "e", "input": "x", "dimensions": "5"})).starts_with("dimensions:")
+        );
+        assert!(err(json!({"model": "e", "input": "x", "user": 5})).starts_with("user:"));
+        assert!(parse_embeddings_request(b"[1]")
+            .unwrap_err()
+            .message
+            .starts_with("body:"));
+        assert!(parse_embeddings_request(b"{")
+            .unwrap_err()
+            .message
+            .starts_with("body: malformed"));
+    }
+
+    #[test]
+    fn the_reply_names_our_model_and_keeps_the_providers_usage() {
+        let raw = json!({"object": "list", "data": [{"object": "embedding", "index": 0,
+            "embedding": [0.5]}], "model": "up-e", "usage": {"prompt_tokens": 7, "total_tokens": 7}});
+        let (v, t) = rewrite_reply(raw.to_string().as_bytes(), "e").unwrap();
+        assert_eq!((v["model"].as_str(), t), (Some("e"), Some(7)));
+        let (mut v, t) = rewrite_reply(br#"{"data": []}"#, "e").unwrap();
+        assert_eq!(t, None);
+        set_usage(&mut v, 4);
+        assert_eq!(v["usage"], json!({"prompt_tokens": 4, "total_tokens": 4}));
+        assert!(rewrite_reply(b"{}", "e").is_err());
+        assert!(rewrite_reply(b"<html>", "e").is_err());
+    }
+}
