@@ -105,7 +105,6 @@ fn catalog(n: usize) -> Catalog {
         .map(|i| ModelSpec {
             id: format!("model-{i}"),
             kind: tollgate_filters::route::ModelKind::Chat,
-            completions: false,
             provider: format!("p{}", i % 5),
             upstream_model: format!("m{i}"),
             tier: Tier::ALL[i % 3],

@@ -48,8 +48,6 @@ pub struct ModelSpec {
     /// Chat models answer the chat, Messages and Responses APIs; embedding models only
     /// `/v1/embeddings`, and are never a chat candidate or a tier's pick.
     pub kind: ModelKind,
-    /// The provider serves the legacy `/v1/completions` for this model.
-    pub completions: bool,
     pub provider: String,
     pub upstream_model: String,
     pub tier: Tier,
@@ -325,7 +323,6 @@ mod tests {
         ModelSpec {
             id: id.into(),
             kind: ModelKind::Chat,
-            completions: false,
             provider: provider.into(),
             upstream_model: id.into(),
             tier,

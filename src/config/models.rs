@@ -21,9 +21,6 @@ pub struct ModelSection {
     /// `chat` (the default) or `embedding`.
     #[serde(default)]
     pub kind: Option<String>,
-    /// The provider serves the legacy `/v1/completions` for this model (OpenAI kind only).
-    #[serde(default)]
-    pub completions: bool,
     /// A chat model's tier; an embedding model has none.
     #[serde(default)]
     pub tier: Option<String>,
@@ -111,12 +108,6 @@ pub(super) fn validate(
                 "an anthropic provider serves no embeddings (the Messages API has none)",
             ));
         }
-        if m.completions && (kind != ModelKind::Chat || provider_kind != Some("openai")) {
-            errs.push(err(
-                at("completions"),
-                "only a chat model of an openai provider can serve /v1/completions",
-            ));
-        }
         let tier = match (m.tier.as_deref(), kind) {
             (Some(t), _) => Tier::parse(t).unwrap_or_else(|| {
                 errs.push(err(at("tier"), "must be economy, normal or powerful"));
@@ -162,7 +153,6 @@ pub(super) fn validate(
         specs.push(ModelSpec {
             id: m.id.clone(),
             kind,
-            completions: m.completions,
             provider: m.provider.clone(),
             upstream_model: m.upstream_model.clone().unwrap_or_else(|| m.id.clone()),
             tier,
@@ -255,33 +245,28 @@ mod tests {
     }
 
     #[test]
-    fn kinds_and_legacy_completions_are_checked() {
+    fn kinds_are_checked() {
         let ok = format!(
             "{PROVIDERS}{}{}",
             model("emb", "o", "kind = \"embedding\""),
-            model("c", "o", "tier = \"economy\"\ncompletions = true"),
+            model("c", "o", "tier = \"economy\""),
         );
         assert_eq!(paths(&ok), Vec::<String>::new());
         let c = parse(&ok).unwrap();
         let emb = c.catalog.model(0);
         assert_eq!(emb.kind, tollgate_filters::route::ModelKind::Embedding);
-        assert!(c.catalog.model(1).completions);
+        assert_eq!(
+            c.catalog.model(1).kind,
+            tollgate_filters::route::ModelKind::Chat
+        );
         let bad = format!(
-            "{PROVIDERS}{}{}{}{}{}",
+            "{PROVIDERS}{}{}{}",
             model("e1", "a", "kind = \"embedding\""),
             model("e2", "o", "kind = \"vector\""),
             model("c1", "o", ""),
-            model("c2", "a", "tier = \"economy\"\ncompletions = true"),
-            model("e3", "o", "kind = \"embedding\"\ncompletions = true"),
         );
         let p = paths(&bad);
-        for want in [
-            "models[0].kind",
-            "models[1].kind",
-            "models[2].tier",
-            "models[3].completions",
-            "models[4].completions",
-        ] {
+        for want in ["models[0].kind", "models[1].kind", "models[2].tier"] {
             assert!(p.iter().any(|x| x == want), "missing {want} in {p:?}");
         }
     }
