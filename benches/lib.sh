@@ -145,6 +145,12 @@ provider = "fake"
 tier = "economy"
 input_credits_per_1k = 0.15
 output_credits_per_1k = 0.6
+[[models]]
+id = "bench-emb"
+provider = "fake"
+kind = "embedding"
+input_credits_per_1k = 0.02
+output_credits_per_1k = 0
 [[providers]]
 name = "claude"
 kind = "anthropic"

@@ -15,7 +15,9 @@
 # SQLite (billed: hold, charge, developer share),
 # (a) and (b) again, in a second table; then the same for a chat completion through an
 # Anthropic-kind provider (translated both ways) vs a Messages call direct to the same fake, in a
-# third. Loopback only; bounded.
+# third; then /v1/embeddings (a batch of 8 inputs) direct vs nginx and bare Pingora vs through
+# Tollgate on SQLite (held, charged the provider's prompt_tokens), in a fourth. Loopback only;
+# bounded.
 # LOADGEN=oha runs (a) and (b) with oha instead of our tollgate-bench (built once into the target
 # dir when missing), for the figures a benchmarker would get; the streams stay on ours.
 # The setup is shared with benches/growth.sh through benches/lib.sh.
@@ -85,7 +87,21 @@ for t in "direct|http://$ANTH/v1/messages|$msg|x-api-key: sk-ant-bench" "tollgat
   echo "{\"name\":\"$name\",\"rate\":$rate,\"max\":$max}" >> "$anth"
 done
 
-python3 - "$results" "$tools" "$anth" <<'PY'
+# Embeddings: a batch of 8 short inputs, the same body everywhere (the fake ignores the model).
+emb="$work/embeddings.jsonl"
+ebody='{"model":"bench-emb","input":["one","two","three","four","five","six","seven","eight"]}'
+for t in "direct|$FAKE|" "nginx|$NGX|" "pingora|$PGR|" "tollgate-sqlite|$TG1|$tg_sqlite_key"; do
+  IFS='|' read -r name addr key <<<"$t"
+  auth=()
+  [ -n "$key" ] && auth=(--header "Authorization: Bearer $key")
+  url="http://$addr/v1/embeddings"
+  echo "== embeddings $name" >&2
+  rate=$(loadgen rate "$url" "$RATE_SECS" 64 "$RPS" --body "$ebody" "${auth[@]}")
+  max=$(measure "$name" loadgen max "$url" "$MAX_SECS" 64 "$RPS" --body "$ebody" "${auth[@]}")
+  echo "{\"name\":\"$name\",\"rate\":$rate,\"max\":$max}" >> "$emb"
+done
+
+python3 - "$results" "$tools" "$anth" "$emb" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {r["name"]: r for r in rows}
@@ -140,5 +156,17 @@ for r in an:
     a50 = r["rate"]["p50_us"] - ad["rate"]["p50_us"]
     x = f"{a50} ({a50 / chat_added:.2f}×)" if r is not ad and chat_added > 0 else str(a50)
     rps = f'{r["max"]["rps"]:.0f} ({r["max"]["rps"] / ad["max"]["rps"]:.2f}×)'
+    print(f'| {r["name"]} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x} | {rps} | {cpu(r)} | {r["rate"]["errors"] + r["max"]["errors"]} |')
+em = [json.loads(l) for l in open(sys.argv[4])]
+ed = em[0]
+en = next((r for r in em if r["name"] == "nginx"), ed)
+print()
+print("| /v1/embeddings (8 inputs) | p50 µs @1k rps | p99 µs | added p50 (× the chat path's added p50) | max rps @64 conns (× direct, × nginx) | CPU µs/req | errors |")
+print("|---|---|---|---|---|---|---|")
+for r in em:
+    a50 = r["rate"]["p50_us"] - ed["rate"]["p50_us"]
+    x = f"{a50} ({a50 / chat_added:.2f}×)" if r["name"].startswith("tollgate") and chat_added > 0 else str(a50)
+    m = r["max"]["rps"]
+    rps = f'{m:.0f} ({m / ed["max"]["rps"]:.2f}×, {m / en["max"]["rps"]:.2f}×)'
     print(f'| {r["name"]} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x} | {rps} | {cpu(r)} | {r["rate"]["errors"] + r["max"]["errors"]} |')
 PY
