@@ -317,4 +317,40 @@ async fn bad_embeddings_requests_are_refused_and_nothing_is_charged() {
     );
     let r = embed(gw, k, &json!({"model": "emb", "input": "still serving"})).await;
     assert_eq!(r.status, 200, "{}", r.text());
+    // The price list says what each model is; an embedding model has no tier.
+    let p = get(gw.addr, "/v1/models/pricing").await.json();
+    let emb = p["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "emb")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (emb["kind"].as_str(), emb["tier"].is_null()),
+        (Some("embedding"), true),
+        "{emb}"
+    );
+    let chat = p["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "chat")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (chat["kind"].as_str(), chat["tier"].as_str()),
+        (Some("chat"), Some("economy"))
+    );
+    let listed = get(gw.addr, "/v1/models").await.json();
+    let ids: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert!(
+        ids.contains(&"emb") && ids.contains(&"economy") && !ids.contains(&"normal"),
+        "{ids:?}"
+    );
 }

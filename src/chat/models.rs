@@ -5,7 +5,7 @@
 
 use pingora::proxy::Session;
 use serde_json::{json, Value};
-use tollgate_filters::route::{Catalog, Tier};
+use tollgate_filters::route::{Catalog, ModelKind, Tier};
 use tollgate_filters::time::format_date;
 use tollgate_filters::GatewayError;
 
@@ -78,7 +78,7 @@ pub fn list(catalog: &Catalog, now: i64, created: i64, demo: &[&str]) -> Value {
         if catalog
             .models()
             .iter()
-            .any(|m| m.tier == t && !m.retired(now))
+            .any(|m| m.kind == ModelKind::Chat && m.tier == t && !m.retired(now))
         {
             data.push(json!({"id": t.as_str(), "object": "model", "created": created, "owned_by": "tollgate"}));
         }
@@ -95,7 +95,9 @@ pub fn pricing(catalog: &Catalog, now: i64) -> Value {
             json!({
                 "id": m.id,
                 "provider": m.provider,
-                "tier": m.tier.as_str(),
+                // An embedding model has no tier: a tier picks chat models.
+                "kind": match m.kind { ModelKind::Chat => "chat", ModelKind::Embedding => "embedding" },
+                "tier": (m.kind == ModelKind::Chat).then(|| m.tier.as_str()),
                 "aliases": catalog.aliases_at(now).into_iter().filter(|(_, t)| *t == m.id).map(|(a, _)| a).collect::<Vec<_>>(),
                 "input_credits_per_1k": credits(m.input_micros_per_1k),
                 "output_credits_per_1k": credits(m.output_micros_per_1k),
