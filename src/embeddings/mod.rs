@@ -14,7 +14,7 @@ use bytes::BytesMut;
 use pingora::proxy::Session;
 use tollgate_filters::credits::format_credits;
 use tollgate_filters::openai::embeddings::{
-    parse_embeddings_request, rewrite_reply, set_usage, upstream_body, EmbeddingsRequest,
+    parse_embeddings_request, reply_usage, upstream_body, write_reply, EmbeddingsRequest,
 };
 use tollgate_filters::route::{ModelKind, ModelSpec, Target};
 use tollgate_filters::time::http_date;
@@ -255,7 +255,7 @@ async fn finish(
     pool: &Pool,
     reply: &[u8],
 ) -> Result<Vec<u8>, GatewayError> {
-    let (mut v, reported) = rewrite_reply(reply, &model.id).map_err(|e| {
+    let reported = reply_usage(reply).map_err(|e| {
         GatewayError::upstream(format!(
             "{} sent a reply that is not embeddings: {e}",
             model.id
@@ -274,7 +274,6 @@ async fn finish(
             (n, true)
         }
     };
-    set_usage(&mut v, prompt_tokens);
     ctx.served = Some(Delivery {
         model: model.id.clone(),
         provider: pool.provider.name.clone(),
@@ -286,5 +285,5 @@ async fn finish(
         usage_counted: counted,
     });
     ctx.status = 200;
-    Ok(serde_json::to_vec(&v).unwrap_or_default())
+    Ok(write_reply(reply, &model.id, prompt_tokens))
 }

@@ -7,6 +7,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::json::raw::{self, Kind, ObjectError};
+use crate::json::splice::splice_members;
 use crate::GatewayError;
 
 /// OpenAI's own limit on one request's inputs.
@@ -131,22 +133,39 @@ pub fn upstream_body(req: &EmbeddingsRequest, upstream_model: &str) -> Vec<u8> {
     serde_json::to_vec(&body).unwrap_or_default()
 }
 
-/// The provider's reply for the client: `model` is ours; `usage.prompt_tokens` as the provider
-/// counted it (`None` when it sent none, to be counted), written back as `total_tokens` too.
-/// `Err` when the reply is not an embeddings list.
-pub fn rewrite_reply(raw: &[u8], model: &str) -> Result<(Value, Option<u64>), String> {
-    let mut v: Value = serde_json::from_slice(raw).map_err(|e| format!("not JSON ({e})"))?;
-    if !v["data"].is_array() {
+/// Reads the provider's reply in place (no tree: a batch's vectors are most of it): `Err` when
+/// it is not an embeddings list, else the `usage.prompt_tokens` it reports (`None`: to be
+/// counted).
+pub fn reply_usage(raw: &[u8]) -> Result<Option<u64>, String> {
+    let members = raw::parse_object(raw).map_err(|e| match e {
+        ObjectError::Malformed(e) => format!("not JSON ({e})"),
+        ObjectError::NotAnObject => "not a JSON object".to_owned(),
+    })?;
+    if raw::get(&members, "data").map(raw::kind) != Some(Kind::Array) {
         return Err("no data list".into());
     }
-    v["model"] = model.into();
-    let tokens = v["usage"]["prompt_tokens"].as_u64();
-    Ok((v, tokens))
+    Ok(raw::get(&members, "usage")
+        .and_then(raw::object)
+        .and_then(|u| raw::get(&u, "prompt_tokens").and_then(raw::as_u64)))
 }
 
-/// Writes the usage the charge was computed from into the reply.
-pub fn set_usage(v: &mut Value, prompt_tokens: u64) {
-    v["usage"] = serde_json::json!({"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens});
+/// The reply for the client: the provider's bytes but for `model` (ours) and `usage` (the
+/// `prompt_tokens`, = `total_tokens`, the charge was computed from). `raw` passed
+/// [`reply_usage`].
+pub fn write_reply(raw: &[u8], model: &str, prompt_tokens: u64) -> Vec<u8> {
+    let Ok(members) = raw::parse_object(raw) else {
+        return raw.to_vec();
+    };
+    let model = serde_json::to_vec(model).unwrap_or_default();
+    let usage = format!(r#"{{"prompt_tokens":{prompt_tokens},"total_tokens":{prompt_tokens}}}"#);
+    let mut out = Vec::with_capacity(raw.len() + 64);
+    splice_members(
+        raw,
+        &members,
+        &[("model", &model), ("usage", usage.as_bytes())],
+        &mut out,
+    );
+    out
 }
 
 #[cfg(test)]
@@ -225,16 +244,24 @@ mod tests {
     }
 
     #[test]
-    fn the_reply_names_our_model_and_keeps_the_providers_usage() {
-        let raw = json!({"object": "list", "data": [{"object": "embedding", "index": 0,
-            "embedding": [0.5]}], "model": "up-e", "usage": {"prompt_tokens": 7, "total_tokens": 7}});
-        let (v, t) = rewrite_reply(raw.to_string().as_bytes(), "e").unwrap();
-        assert_eq!((v["model"].as_str(), t), (Some("e"), Some(7)));
-        let (mut v, t) = rewrite_reply(br#"{"data": []}"#, "e").unwrap();
-        assert_eq!(t, None);
-        set_usage(&mut v, 4);
+    fn the_reply_names_our_model_and_the_charged_usage_and_keeps_the_rest_as_sent() {
+        let raw = br#"{"object":"list","data":[{"object":"embedding","index":0,"embedding":"AAAAPw=="}],"model":"up-e","usage":{"prompt_tokens":7,"total_tokens":7}}"#;
+        assert_eq!(reply_usage(raw), Ok(Some(7)));
+        let out = write_reply(raw, "e", 7);
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["model"], "e");
+        assert_eq!(v["usage"], json!({"prompt_tokens": 7, "total_tokens": 7}));
+        // The vectors are copied byte for byte.
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.contains(r#""data":[{"object":"embedding","index":0,"embedding":"AAAAPw=="}]"#));
+        // No usage: counted, and written in.
+        let raw = br#"{"data": [], "model": "up-e"}"#;
+        assert_eq!(reply_usage(raw), Ok(None));
+        let v: Value = serde_json::from_slice(&write_reply(raw, "e", 4)).unwrap();
         assert_eq!(v["usage"], json!({"prompt_tokens": 4, "total_tokens": 4}));
-        assert!(rewrite_reply(b"{}", "e").is_err());
-        assert!(rewrite_reply(b"<html>", "e").is_err());
+        assert!(reply_usage(b"{}").is_err());
+        assert!(reply_usage(br#"{"data": {}}"#).is_err());
+        assert!(reply_usage(b"<html>").is_err());
+        assert!(reply_usage(b"[1]").is_err());
     }
 }
