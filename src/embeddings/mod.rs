@@ -67,7 +67,7 @@ async fn pipeline(
     )
     .await?;
     let req = parse_embeddings_request(&raw)?;
-    ctx.model_requested = Some(req.model.clone());
+    ctx.model_requested = Some(req.model.to_string());
     let now = crate::clock::now_secs();
     let catalog = &rt.config.catalog;
     let resolution = catalog.resolve(&req.model, now)?;
@@ -135,7 +135,7 @@ async fn forward(
     shared: &Shared,
     rt: &Runtime,
     ctx: &mut RequestCtx,
-    req: &EmbeddingsRequest,
+    req: &EmbeddingsRequest<'_>,
     model: &ModelSpec,
     pool: &Pool,
 ) -> Result<Vec<u8>, GatewayError> {
@@ -250,7 +250,7 @@ async fn attempt(
 async fn finish(
     shared: &Shared,
     ctx: &mut RequestCtx,
-    req: &EmbeddingsRequest,
+    req: &EmbeddingsRequest<'_>,
     model: &ModelSpec,
     pool: &Pool,
     reply: &[u8],
@@ -265,7 +265,8 @@ async fn finish(
         Some(n) => (n, false),
         None => {
             // No usage from the provider: count the texts off the proxy thread.
-            let (texts, token_inputs) = (req.texts.clone(), req.token_inputs);
+            let texts: Vec<String> = req.texts.iter().map(|t| t.to_string()).collect();
+            let token_inputs = req.token_inputs;
             let n = off_thread(shared, move || {
                 texts.iter().map(|t| tokens::count_text(t)).sum::<u64>() + token_inputs
             })

@@ -5,9 +5,11 @@
 //! Members beyond the documented ones pass through untouched, as on chat completions, so a
 //! provider's own options (`input_type`, `truncate`) still reach it.
 
-use serde_json::{Map, Value};
+use std::borrow::Cow;
 
-use crate::json::raw::{self, Kind, ObjectError};
+use serde_json::value::RawValue;
+
+use crate::json::raw::{self, Kind, MemberList, ObjectError};
 use crate::json::splice::splice_members;
 use crate::GatewayError;
 
@@ -15,19 +17,21 @@ use crate::GatewayError;
 pub const MAX_INPUTS: usize = 2048;
 const MAX_MODEL_BYTES: usize = 256;
 
-/// A checked embeddings request.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EmbeddingsRequest {
-    pub model: String,
+/// A checked embeddings request, borrowed from its body (read in place: no tree is built of a
+/// batch of texts the gateway only passes on).
+#[derive(Debug, Clone)]
+pub struct EmbeddingsRequest<'a> {
+    pub model: Cow<'a, str>,
     /// The prompt tokens the hold is sized for: exact for token arrays, an upper-leaning
     /// estimate for text (one token per 3 bytes, as for chat).
     pub estimated_tokens: u64,
     /// The texts, for counting when the provider reports no usage (token arrays count as
     /// themselves: `token_inputs`).
-    pub texts: Vec<String>,
+    pub texts: Vec<Cow<'a, str>>,
     pub token_inputs: u64,
-    /// The body's members as sent.
-    pub body: Map<String, Value>,
+    /// The body's members as sent, and the body.
+    members: MemberList<'a>,
+    raw: &'a [u8],
 }
 
 fn bad(field: &str, what: &str) -> GatewayError {
@@ -35,86 +39,99 @@ fn bad(field: &str, what: &str) -> GatewayError {
 }
 
 /// A token array: non-empty, every element a token id.
-fn tokens(field: &str, v: &[Value]) -> Result<u64, GatewayError> {
-    if v.is_empty() {
+fn tokens(field: &str, items: &[&RawValue]) -> Result<u64, GatewayError> {
+    if items.is_empty() {
         return Err(bad(field, "must not be an empty token array"));
     }
-    if !v
+    if !items
         .iter()
-        .all(|t| t.as_u64().is_some_and(|t| t <= u32::MAX as u64))
+        .all(|t| raw::as_u64(t).is_some_and(|t| t <= u32::MAX as u64))
     {
         return Err(bad(field, "must hold token ids (integers from 0)"));
     }
-    Ok(v.len() as u64)
+    Ok(items.len() as u64)
 }
 
-pub fn parse_embeddings_request(raw: &[u8]) -> Result<EmbeddingsRequest, GatewayError> {
-    let v: Value = serde_json::from_slice(raw)
-        .map_err(|e| GatewayError::invalid(format!("body: malformed JSON ({e})")))?;
-    let Value::Object(body) = v else {
-        return Err(GatewayError::invalid("body: must be a JSON object"));
+/// A string member that is present and not null.
+fn string<'a>(v: &'a RawValue, field: &str) -> Result<Cow<'a, str>, GatewayError> {
+    raw::as_str(v).ok_or_else(|| bad(field, "must be a string"))
+}
+
+pub fn parse_embeddings_request(body: &[u8]) -> Result<EmbeddingsRequest<'_>, GatewayError> {
+    let members = raw::parse_object(body).map_err(|e| match e {
+        ObjectError::Malformed(e) => GatewayError::invalid(format!("body: malformed JSON ({e})")),
+        ObjectError::NotAnObject => GatewayError::invalid("body: must be a JSON object"),
+    })?;
+    let get = |k: &str| raw::get(&members, k).filter(|v| !raw::is_null(v));
+    let model = match get("model") {
+        None => return Err(bad("model", "is required")),
+        Some(v) => string(v, "model")?,
     };
-    let model = match body.get("model") {
-        None | Some(Value::Null) => return Err(bad("model", "is required")),
-        Some(Value::String(s)) if s.trim().is_empty() => {
-            return Err(bad("model", "must not be empty"))
-        }
-        Some(Value::String(s)) if s.len() > MAX_MODEL_BYTES => {
-            return Err(bad("model", "must be at most 256 bytes"))
-        }
-        Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(bad("model", "must be a string")),
-    };
+    if model.trim().is_empty() {
+        return Err(bad("model", "must not be empty"));
+    }
+    if model.len() > MAX_MODEL_BYTES {
+        return Err(bad("model", "must be at most 256 bytes"));
+    }
     let (mut texts, mut token_inputs) = (Vec::new(), 0u64);
-    match body.get("input") {
-        None | Some(Value::Null) => return Err(bad("input", "is required")),
-        Some(Value::String(s)) if s.is_empty() => {
-            return Err(bad("input", "must not be an empty string"))
+    let input = get("input").ok_or_else(|| bad("input", "is required"))?;
+    match raw::kind(input) {
+        Kind::String => {
+            let s = string(input, "input")?;
+            if s.is_empty() {
+                return Err(bad("input", "must not be an empty string"));
+            }
+            texts.push(s);
         }
-        Some(Value::String(s)) => texts.push(s.clone()),
-        Some(Value::Array(items)) if items.is_empty() => {
-            return Err(bad("input", "must not be an empty array"))
-        }
-        Some(Value::Array(items)) if items.len() > MAX_INPUTS => {
-            return Err(bad("input", "must hold at most 2048 inputs"))
-        }
-        // One token array.
-        Some(Value::Array(items)) if items[0].is_number() => {
-            token_inputs = tokens("input", items)?;
-        }
-        Some(Value::Array(items)) => {
-            for (i, item) in items.iter().enumerate() {
-                let at = format!("input[{i}]");
-                match item {
-                    Value::String(s) if s.is_empty() => {
-                        return Err(bad(&at, "must not be an empty string"))
+        Kind::Array => {
+            let items = raw::array(input).unwrap_or_default();
+            if items.is_empty() {
+                return Err(bad("input", "must not be an empty array"));
+            }
+            if items.len() > MAX_INPUTS {
+                return Err(bad("input", "must hold at most 2048 inputs"));
+            }
+            if raw::kind(items[0]) == Kind::Number {
+                // One token array.
+                token_inputs = tokens("input", &items)?;
+            } else {
+                for (i, item) in items.into_iter().enumerate() {
+                    let at = format!("input[{i}]");
+                    match raw::kind(item) {
+                        Kind::String => {
+                            let s = string(item, &at)?;
+                            if s.is_empty() {
+                                return Err(bad(&at, "must not be an empty string"));
+                            }
+                            texts.push(s);
+                        }
+                        Kind::Array => {
+                            token_inputs += tokens(&at, &raw::array(item).unwrap_or_default())?
+                        }
+                        _ => return Err(bad(&at, "must be a string or an array of token ids")),
                     }
-                    Value::String(s) => texts.push(s.clone()),
-                    Value::Array(t) => token_inputs += tokens(&at, t)?,
-                    _ => return Err(bad(&at, "must be a string or an array of token ids")),
                 }
             }
         }
-        Some(_) => {
+        _ => {
             return Err(bad(
                 "input",
                 "must be a string, an array of strings, or token arrays",
             ))
         }
     }
-    match body.get("encoding_format") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(f)) if f == "float" || f == "base64" => {}
-        Some(_) => return Err(bad("encoding_format", "must be \"float\" or \"base64\"")),
+    if let Some(f) = get("encoding_format") {
+        if !matches!(raw::as_str(f).as_deref(), Some("float" | "base64")) {
+            return Err(bad("encoding_format", "must be \"float\" or \"base64\""));
+        }
     }
-    match body.get("dimensions") {
-        None | Some(Value::Null) => {}
-        Some(d) if d.as_u64().is_some_and(|d| (1..=65_536).contains(&d)) => {}
-        Some(_) => return Err(bad("dimensions", "must be a positive integer")),
+    if let Some(d) = get("dimensions") {
+        if !raw::as_u64(d).is_some_and(|d| (1..=65_536).contains(&d)) {
+            return Err(bad("dimensions", "must be a positive integer"));
+        }
     }
-    match body.get("user") {
-        None | Some(Value::Null) | Some(Value::String(_)) => {}
-        Some(_) => return Err(bad("user", "must be a string")),
+    if let Some(u) = get("user") {
+        string(u, "user")?;
     }
     let text_bytes: u64 = texts.iter().map(|t| t.len() as u64).sum();
     Ok(EmbeddingsRequest {
@@ -122,15 +139,17 @@ pub fn parse_embeddings_request(raw: &[u8]) -> Result<EmbeddingsRequest, Gateway
         estimated_tokens: text_bytes.div_ceil(3).saturating_add(token_inputs),
         texts,
         token_inputs,
-        body,
+        members,
+        raw: body,
     })
 }
 
-/// The body for the provider: the client's, naming the upstream model.
-pub fn upstream_body(req: &EmbeddingsRequest, upstream_model: &str) -> Vec<u8> {
-    let mut body = req.body.clone();
-    body.insert("model".into(), upstream_model.into());
-    serde_json::to_vec(&body).unwrap_or_default()
+/// The body for the provider: the client's bytes, naming the upstream model.
+pub fn upstream_body(req: &EmbeddingsRequest<'_>, upstream_model: &str) -> Vec<u8> {
+    let model = serde_json::to_vec(upstream_model).unwrap_or_default();
+    let mut out = Vec::with_capacity(req.raw.len() + upstream_model.len());
+    splice_members(req.raw, &req.members, &[("model", &model)], &mut out);
+    out
 }
 
 /// Reads the provider's reply in place (no tree: a batch's vectors are most of it): `Err` when
@@ -173,34 +192,59 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn parse(v: Value) -> Result<EmbeddingsRequest, GatewayError> {
-        parse_embeddings_request(v.to_string().as_bytes())
-    }
+    use serde_json::Value;
 
     fn err(v: Value) -> String {
-        parse(v).unwrap_err().message
+        parse_embeddings_request(v.to_string().as_bytes())
+            .unwrap_err()
+            .message
     }
 
     #[test]
     fn every_documented_input_shape_is_accepted_and_estimated() {
-        let r = parse(json!({"model": "e", "input": "abcdef"})).unwrap();
-        assert_eq!((r.estimated_tokens, r.texts.len()), (2, 1));
-        let r = parse(
-            json!({"model": "e", "input": ["abc", "abcd"], "encoding_format": "base64",
-                             "dimensions": 256, "user": "u", "input_type": "query"}),
-        )
-        .unwrap();
-        assert_eq!(r.estimated_tokens, 1 + 2);
-        let r = parse(json!({"model": "e", "input": [1, 2, 3]})).unwrap();
-        assert_eq!((r.estimated_tokens, r.token_inputs), (3, 3));
-        let r = parse(json!({"model": "e", "input": [[1, 2], [3], "abc"]})).unwrap();
-        assert_eq!((r.estimated_tokens, r.token_inputs), (4, 3));
-        // A provider's own member passes through, and the model is the upstream's.
-        let body: Value = serde_json::from_slice(&upstream_body(&r, "up-e")).unwrap();
-        assert_eq!(body["model"], "up-e");
-        let r = parse(json!({"model": "e", "input": "x", "input_type": "query"})).unwrap();
-        let body: Value = serde_json::from_slice(&upstream_body(&r, "u")).unwrap();
-        assert_eq!(body["input_type"], "query");
+        // (body, estimated tokens, texts, token inputs)
+        let rows = [
+            (json!({"model": "e", "input": "abcdef"}), 2, 1, 0),
+            (
+                json!({"model": "e", "input": ["abc", "abcd"], "encoding_format": "base64",
+                       "dimensions": 256, "user": "u", "input_type": "query"}),
+                3,
+                2,
+                0,
+            ),
+            (json!({"model": "e", "input": [1, 2, 3]}), 3, 0, 3),
+            (
+                json!({"model": "e", "input": [[1, 2], [3], "abc"]}),
+                4,
+                1,
+                3,
+            ),
+            (
+                json!({"model": "e", "input": "caf\u{e9}", "user": null}),
+                2,
+                1,
+                0,
+            ),
+        ];
+        for (body, est, texts, toks) in rows {
+            let b = body.to_string();
+            let r = parse_embeddings_request(b.as_bytes()).unwrap();
+            assert_eq!(
+                (r.estimated_tokens, r.texts.len(), r.token_inputs),
+                (est, texts, toks),
+                "{body}"
+            );
+            // The body reaches the provider as sent, but for the upstream model's name.
+            let up: Value = serde_json::from_slice(&upstream_body(&r, "up-e")).unwrap();
+            let mut want = body.clone();
+            want["model"] = "up-e".into();
+            assert_eq!(up, want);
+        }
+        let b = r#"{"model":"e","input":"caf\u00e9"}"#;
+        assert_eq!(
+            parse_embeddings_request(b.as_bytes()).unwrap().texts[0],
+            "café"
+        );
     }
 
     #[test]
