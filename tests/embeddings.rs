@@ -186,14 +186,7 @@ async fn embeddings_are_charged_exactly_and_fail_over_only_within_the_models_poo
 
     // The failed request has a usage row at nothing; the others exactly their tokens (read
     // once the credit lease went back, its usage rows written).
-    let mut books_now = books::read(&gw.config_db(), &gw.user_id).await;
-    for _ in 0..100 {
-        if books_now.holds == 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        books_now = books::read(&gw.config_db(), &gw.user_id).await;
-    }
+    let books_now = books::settled(&gw.config_db(), &gw.user_id).await;
     let failed = books_now.rows.iter().find(|(id, _)| id == &failed_id);
     assert_eq!(
         failed.map(|r| r.1),

@@ -12,6 +12,32 @@ fn python() -> Option<String> {
     python_with("import openai")
 }
 
+/// Runs `tests/sdk/<script>` with `py` against the gateway's `/v1` and its key; asserts it
+/// ended with `sdk: all passed` and returns its standard output.
+async fn run_script(py: String, script: &str, gw: &Gateway) -> String {
+    let script = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
+    let base = format!("http://{}/v1", gw.addr);
+    let key = gw.key.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(py)
+            .arg(script)
+            .env("TOLLGATE_BASE_URL", base)
+            .env("TOLLGATE_API_KEY", key)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("sdk: all passed"),
+        "SDK script failed\nstdout:\n{stdout}\nstderr:\n{stderr}\ngateway:\n{}",
+        gw.log()
+    );
+    stdout
+}
+
 #[tokio::test]
 async fn the_official_openai_python_sdk_works_against_the_gateway() {
     let Some(py) = python() else {
@@ -26,27 +52,7 @@ async fn the_official_openai_python_sdk_works_against_the_gateway() {
         model("broken-2024-01-01", "dead", "powerful", ""),
     );
     let gw = Gateway::start(tollgate_bin!(), &cfg).await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/openai_sdk.py");
-    let base = format!("http://{}/v1", gw.addr);
-    let key = gw.key.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(py)
-            .arg(script)
-            .env("TOLLGATE_BASE_URL", base)
-            .env("TOLLGATE_API_KEY", key)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "SDK script failed\nstdout:\n{stdout}\nstderr:\n{stderr}\ngateway:\n{}",
-        gw.log()
-    );
-    assert!(stdout.contains("sdk: all passed"), "{stdout}");
+    run_script(py, "openai_sdk.py", &gw).await;
 }
 
 #[tokio::test]
@@ -62,29 +68,7 @@ async fn the_official_openai_python_sdk_creates_embeddings_and_is_charged_exactl
     );
     let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let initial = books::read(&gw.config_db(), &gw.user_id).await.money;
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/sdk/openai_embeddings.py"
-    );
-    let base = format!("http://{}/v1", gw.addr);
-    let key = gw.key.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(py)
-            .arg(script)
-            .env("TOLLGATE_BASE_URL", base)
-            .env("TOLLGATE_API_KEY", key)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains("sdk: all passed"),
-        "SDK script failed\nstdout:\n{stdout}\nstderr:\n{stderr}\ngateway:\n{}",
-        gw.log()
-    );
+    let stdout = run_script(py, "openai_embeddings.py", &gw).await;
     let tokens: i64 = stdout
         .lines()
         .find_map(|l| l.strip_prefix("TOTAL_TOKENS="))
@@ -92,13 +76,6 @@ async fn the_official_openai_python_sdk_creates_embeddings_and_is_charged_exactl
         .expect("the script reports its tokens");
     // Once the credit lease is back, the balance fell by exactly those tokens at 10 credits
     // per 1K (10,000 µcr a token).
-    let mut b = books::read(&gw.config_db(), &gw.user_id).await;
-    for _ in 0..100 {
-        if b.holds == 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        b = books::read(&gw.config_db(), &gw.user_id).await;
-    }
+    let b = books::settled(&gw.config_db(), &gw.user_id).await;
     assert_eq!(initial - b.money, tokens * 10_000, "{stdout}");
 }

@@ -5,10 +5,9 @@ use pingora::proxy::Session;
 use serde_json::json;
 use tollgate_filters::{ErrorKind, GatewayError};
 
-use super::signup::normalise_email;
-use super::{passwords, random_id, throttle, MAX_ACCOUNT_BODY, SESSION_COOKIE, SESSION_TTL_SECS};
+use super::signup::credentials;
+use super::{passwords, random_id, throttle, SESSION_COOKIE, SESSION_TTL_SECS};
 use crate::auth::caller;
-use crate::request::body;
 use crate::request::ctx::RequestCtx;
 use crate::request::respond;
 use crate::runtime::Shared;
@@ -19,14 +18,8 @@ pub async fn login(
     ctx: &mut RequestCtx,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
-    let m = body::json_object(
-        session,
-        MAX_ACCOUNT_BODY,
-        shared.runtime.load().config.timeouts.request_body,
-    )
-    .await?;
-    let email = normalise_email(body::string(&m, "email")?)?;
-    let password = body::string(&m, "password")?;
+    let (email, password) = credentials(shared, session).await?;
+    let password = password.as_str();
     // Reserved before the (slow) verification, so concurrent guesses cannot all pass.
     throttle::reserve(shared, &email, &ctx.request_id).await?;
     let found = ledger.login_lookup(&email).await?;

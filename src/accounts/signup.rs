@@ -10,7 +10,7 @@ use crate::request::ctx::RequestCtx;
 use crate::request::respond;
 use crate::runtime::Shared;
 
-pub(super) fn normalise_email(raw: &str) -> Result<String, GatewayError> {
+fn normalise_email(raw: &str) -> Result<String, GatewayError> {
     let e = raw.trim().to_lowercase();
     let bad = || GatewayError::invalid("email: must be an e-mail address like name@example.com");
     let (local, domain) = e.split_once('@').ok_or_else(bad)?;
@@ -42,12 +42,12 @@ fn check_password(p: &str) -> Result<(), GatewayError> {
     Ok(())
 }
 
-pub async fn signup(
+/// The `{email, password}` body of signup and login: the e-mail normalised, the password as
+/// sent (its rules are signup's; login only verifies it).
+pub(super) async fn credentials(
     shared: &Shared,
     session: &mut Session,
-    ctx: &mut RequestCtx,
-) -> Result<(), GatewayError> {
-    let ledger = shared.ledger()?;
+) -> Result<(String, String), GatewayError> {
     let m = body::json_object(
         session,
         MAX_ACCOUNT_BODY,
@@ -55,7 +55,17 @@ pub async fn signup(
     )
     .await?;
     let email = normalise_email(body::string(&m, "email")?)?;
-    let password = body::string(&m, "password")?;
+    Ok((email, body::string(&m, "password")?.to_owned()))
+}
+
+pub async fn signup(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<(), GatewayError> {
+    let ledger = shared.ledger()?;
+    let (email, password) = credentials(shared, session).await?;
+    let password = password.as_str();
     check_password(password)?;
     let hash = passwords::hash(shared, password).await?;
     let user_id = format!("usr_{}", random_id(16)?);

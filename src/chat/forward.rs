@@ -21,7 +21,7 @@ use super::attempt::{Attempt, Destination};
 use super::stream::{self, Streamed};
 use crate::request::ctx::RequestCtx;
 use crate::runtime::{Runtime, Shared};
-use crate::upstream::failover::{AttemptError, Failover};
+use crate::upstream::failover::{record_answered, record_failover, AttemptError, Failover};
 use crate::upstream::provider;
 
 /// A request ready to forward.
@@ -135,38 +135,27 @@ pub async fn run(
                 attempt.json(ctx, deadline).await.map(Reply::Json)
             };
             let m = &f.shared.metrics;
-            let provider = &pool.provider.name;
             match result {
                 Ok(reply) => {
-                    pool.record_success(&endpoint);
-                    m.upstream_attempts
-                        .with_label_values(&[provider, "ok"])
-                        .inc();
+                    record_answered(m, pool, &endpoint, "ok");
                     return Ok(reply);
                 }
                 Err(AttemptError::Client(e)) => {
-                    pool.record_success(&endpoint);
-                    m.upstream_attempts
-                        .with_label_values(&[provider, "rejected"])
-                        .inc();
+                    record_answered(m, pool, &endpoint, "rejected");
                     return Err(e);
                 }
                 Err(AttemptError::Failover { reason, detail }) => {
                     tried = true;
                     overloaded &= reason == Failover::Overloaded;
-                    m.upstream_attempts
-                        .with_label_values(&[provider, reason.label()])
-                        .inc();
-                    m.failovers
-                        .with_label_values(&[&model.id, reason.label()])
-                        .inc();
-                    if pool.record_failure(&endpoint) {
-                        tracing::warn!(provider = %provider, endpoint = %endpoint.addr, "endpoint ejected after consecutive failures");
-                    }
-                    tracing::info!(request_id = %ctx.request_id, model = %model.id, endpoint = %endpoint.addr, reason = reason.label(), %detail, "failing over");
-                    // The client is told which model failed and how, in words; the address and
-                    // the provider's own text are in the log line above.
-                    last_failure = format!("{} {}", model.id, reason.words());
+                    last_failure = record_failover(
+                        m,
+                        pool,
+                        &endpoint,
+                        &model.id,
+                        &ctx.request_id,
+                        reason,
+                        &detail,
+                    );
                 }
             }
         }

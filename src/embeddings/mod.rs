@@ -27,7 +27,9 @@ use crate::metering::{prompt_only, Hold};
 use crate::request::ctx::{Delivery, RequestCtx};
 use crate::request::{body, respond};
 use crate::runtime::{Runtime, Shared};
-use crate::upstream::failover::{check_status, failover, AttemptError, Failover};
+use crate::upstream::failover::{
+    check_status, failover, record_answered, record_failover, AttemptError, Failover,
+};
 use crate::upstream::head::Request;
 use crate::upstream::{provider, wire, Endpoint, Pool};
 
@@ -143,7 +145,6 @@ async fn forward(
     let deadline = Instant::now() + timeouts.response;
     let body = upstream_body(req, &model.upstream_model);
     let m = &shared.metrics;
-    let provider_name = &pool.provider.name;
     let mut last = String::from("no endpoint was usable");
     for endpoint in pool.usable_endpoints() {
         if Instant::now() >= deadline {
@@ -151,31 +152,23 @@ async fn forward(
         }
         match attempt(shared, rt, ctx, pool, &endpoint, &body, deadline).await {
             Ok(reply) => {
-                pool.record_success(&endpoint);
-                m.upstream_attempts
-                    .with_label_values(&[provider_name, "ok"])
-                    .inc();
+                record_answered(m, pool, &endpoint, "ok");
                 return finish(shared, ctx, req, model, pool, &reply).await;
             }
             Err(AttemptError::Client(e)) => {
-                pool.record_success(&endpoint);
-                m.upstream_attempts
-                    .with_label_values(&[provider_name, "rejected"])
-                    .inc();
+                record_answered(m, pool, &endpoint, "rejected");
                 return Err(e);
             }
             Err(AttemptError::Failover { reason, detail }) => {
-                m.upstream_attempts
-                    .with_label_values(&[provider_name, reason.label()])
-                    .inc();
-                m.failovers
-                    .with_label_values(&[&model.id, reason.label()])
-                    .inc();
-                if pool.record_failure(&endpoint) {
-                    tracing::warn!(provider = %provider_name, endpoint = %endpoint.addr, "endpoint ejected after consecutive failures");
-                }
-                tracing::info!(request_id = %ctx.request_id, model = %model.id, endpoint = %endpoint.addr, reason = reason.label(), %detail, "failing over to the model's next endpoint");
-                last = format!("{} {}", model.id, reason.words());
+                last = record_failover(
+                    m,
+                    pool,
+                    &endpoint,
+                    &model.id,
+                    &ctx.request_id,
+                    reason,
+                    &detail,
+                );
             }
         }
     }

@@ -9,6 +9,8 @@ use bytes::BytesMut;
 use tollgate_filters::GatewayError;
 
 use super::wire::Response;
+use super::{Endpoint, Pool};
+use crate::metrics::Metrics;
 
 /// Why one attempt did not produce a response.
 pub enum AttemptError {
@@ -155,6 +157,41 @@ pub async fn check_status(up: &mut Response, deadline: Duration) -> Result<(), A
         ))));
     }
     Err(failover(reason, format!("upstream answered {status}")))
+}
+
+/// Records an attempt that reached its upstream and was answered (`outcome` "ok", or
+/// "rejected" for a refusal of the request itself): the endpoint is healthy.
+pub fn record_answered(m: &Metrics, pool: &Pool, endpoint: &Endpoint, outcome: &str) {
+    pool.record_success(endpoint);
+    m.upstream_attempts
+        .with_label_values(&[&pool.provider.name, outcome])
+        .inc();
+}
+
+/// Records an attempt that failed over: the metrics, the endpoint's failure (ejected after
+/// enough in a row), and the log line with the detail. Returns what the client may be told.
+pub fn record_failover(
+    m: &Metrics,
+    pool: &Pool,
+    endpoint: &Endpoint,
+    model: &str,
+    request_id: &str,
+    reason: Failover,
+    detail: &str,
+) -> String {
+    let provider = &pool.provider.name;
+    m.upstream_attempts
+        .with_label_values(&[provider, reason.label()])
+        .inc();
+    m.failovers
+        .with_label_values(&[model, reason.label()])
+        .inc();
+    if pool.record_failure(endpoint) {
+        tracing::warn!(provider = %provider, endpoint = %endpoint.addr, "endpoint ejected after consecutive failures");
+    }
+    tracing::info!(request_id, model, endpoint = %endpoint.addr, reason = reason.label(), %detail, "failing over");
+    // The address and the provider's own text are in the log line above.
+    format!("{model} {}", reason.words())
 }
 
 #[cfg(test)]

@@ -102,17 +102,23 @@ pub async fn lease_rows(url: &str, account: &str) -> usize {
         .count()
 }
 
+/// The books once the account holds nothing (its credit leases returned, their usage rows
+/// written), or as they are after 20 s.
+pub async fn settled(url: &str, account: &str) -> Books {
+    let t = Instant::now();
+    loop {
+        let b = read(url, account).await;
+        if b.holds == 0 || t.elapsed() > Duration::from_secs(20) {
+            return b;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Waits until the account holds nothing (its leases returned, no request in flight), then
 /// checks the books against `initial` and the request ids the client saw answered 200.
 pub async fn check(url: &str, account: &str, initial: i64, ok: &[String]) {
-    let t = Instant::now();
-    let books = loop {
-        let b = read(url, account).await;
-        if b.holds == 0 || t.elapsed() > Duration::from_secs(20) {
-            break b;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let books = settled(url, account).await;
     assert_eq!(
         books.holds, 0,
         "holds left after the gateway went idle: {:?}",
