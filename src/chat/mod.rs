@@ -42,14 +42,23 @@ pub async fn handle(
     caller: &Caller,
 ) -> Result<(), GatewayError> {
     let result = pipeline(shared, session, ctx, caller).await;
+    settle_and_answer(shared, session, ctx, result).await
+}
+
+/// Ends a metered request of any front door: the one settlement on the request path, once
+/// what was served is known and before the answer's last bytes (a JSON answer carries the
+/// balance after it, and a stream's closing events, `[DONE]` or `message_stop`, come after
+/// it, so a client that reads its balance then sees the charge: DESIGN.md, Rules: One
+/// balance), then the answer. A failure before any output settles at nothing.
+pub async fn settle_and_answer(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    result: Result<forward::Reply, GatewayError>,
+) -> Result<(), GatewayError> {
     if let Err(e) = &result {
         ctx.status = e.status();
     }
-    // The one settlement on the request path, once what was served is known and before the
-    // answer's last bytes: a JSON answer carries the balance after it, and a stream's closing
-    // events (`[DONE]`, `message_stop`) come after it, so a client that reads its balance then
-    // sees the charge (DESIGN.md, Rules: One balance). A failure before any output settles at
-    // nothing.
     if ctx.metered.is_some() {
         ctx.settle(&shared.meter()?).await;
     }

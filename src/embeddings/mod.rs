@@ -21,11 +21,13 @@ use tollgate_filters::time::http_date;
 use tollgate_filters::{tokens, ErrorKind, GatewayError, Usage};
 
 use crate::auth::caller::Caller;
+use crate::chat::forward::Reply;
+use crate::chat::settle_and_answer;
 use crate::chat::tokenize::off_thread;
 use crate::metering::charge::Charge;
 use crate::metering::{prompt_only, Hold};
+use crate::request::body;
 use crate::request::ctx::{Delivery, RequestCtx};
-use crate::request::{body, respond};
 use crate::runtime::{Runtime, Shared};
 use crate::upstream::failover::{
     check_status, failover, record_answered, record_failover, AttemptError, Failover,
@@ -44,15 +46,8 @@ pub async fn handle(
     caller: &Caller,
 ) -> Result<(), GatewayError> {
     let result = pipeline(shared, session, ctx, caller).await;
-    if let Err(e) = &result {
-        ctx.status = e.status();
-    }
-    // Settled once, before the answer, as a chat request is (the reply carries the balance).
-    if ctx.metered.is_some() {
-        ctx.settle(&shared.meter()?).await;
-    }
-    respond::send(session, ctx, 200, "application/json", result?, &[]).await;
-    Ok(())
+    // Settled once, before the answer, by the chat pipeline's own ending.
+    settle_and_answer(shared, session, ctx, result.map(Reply::Json)).await
 }
 
 async fn pipeline(
