@@ -78,13 +78,49 @@ impl SmallTmpfs {
         Ok(written)
     }
 
-    /// Deletes the filler, giving the space back; nothing when there is none.
+    /// Deletes the filler and waits (up to 10 s) until the file system has its space back;
+    /// nothing when there is no filler. The wait is needed: a test running beside this one
+    /// that spawns a process forks the whole test binary, and until that child execs it holds
+    /// every open descriptor, the filler's too, so the pages are freed only when it lets go
+    /// (CI once saw ENOSPC on a write right after the unlink).
     pub fn free(&self) {
-        match std::fs::remove_file(self.dir.join(FILLER)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => panic!("removing the filler of {}: {e}", self.dir.display()),
+        let path = self.dir.join(FILLER);
+        let len = match std::fs::metadata(&path) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(e) => panic!("reading the filler of {}: {e}", self.dir.display()),
+        };
+        let before = self.available();
+        if let Err(e) = std::fs::remove_file(&path) {
+            panic!("removing the filler of {}: {e}", self.dir.display());
         }
+        let (Some(before), true) = (before, len > 0) else {
+            return;
+        };
+        // Back within a page of the filler's length: the last partial page is the slack.
+        let want = before + len.saturating_sub(4096);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while self.available().is_some_and(|now| now < want) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{}: the filler's {len} bytes were not given back within 10 s",
+                self.dir.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// Bytes free for an unprivileged writer, from `stat -f` (statvfs without unsafe code);
+    /// `None` when it cannot be read.
+    fn available(&self) -> Option<u64> {
+        let out = Command::new("stat")
+            .args(["-f", "-c", "%a %S"])
+            .arg(&self.dir)
+            .output()
+            .ok()?;
+        let text = String::from_utf8(out.stdout).ok()?;
+        let mut it = text.split_whitespace().map(|n| n.parse::<u64>().ok());
+        Some(it.next()?? * it.next()??)
     }
 
     /// Writes `len` bytes to a new file `name` under the mount and syncs it: the check a test
