@@ -6,7 +6,8 @@
 # B: closed-loop max rps on 64 connections for 5 s with the proxy's CPU per request, then
 # p50/p99 at 1,000 requests/s for 5 s. Prints the medians. AB_PATH=tools measures MCP tools/call
 # instead (each build's bench account registers the fake tool server at 1 credit a call);
-# AB_PATH=embeddings measures /v1/embeddings (load.sh's batch of 8 inputs).
+# AB_PATH=embeddings measures /v1/embeddings (load.sh's batch of 8 inputs); AB_PATH=responses a
+# stored /v1/responses request (load.sh's).
 # (Build the old one from a worktree: `git worktree add /tmp/old REV && (cd /tmp/old &&
 # cargo build --release --bin tollgate)`.)
 set -euo pipefail
@@ -29,6 +30,8 @@ if [ "${AB_PATH:-chat}" = tools ]; then
   done
   call='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bench-tools__echo","arguments":{"text":"hi"}}}'
   shape=(--body "$call") route=/mcp
+elif [ "${AB_PATH:-chat}" = responses ]; then
+  shape=(--body '{"model":"bench","input":"Say something short."}') route=/v1/responses
 elif [ "${AB_PATH:-chat}" = embeddings ]; then
   shape=(--body '{"model":"bench-emb","input":["one","two","three","four","five","six","seven","eight"]}') route=/v1/embeddings
 else

@@ -113,6 +113,7 @@ fn catalog(n: usize) -> Catalog {
             cache_read_micros_per_1k: None,
             cache_write_micros_per_1k: None,
             max_output_tokens: 1000,
+            completions: false,
             guest: false,
             self_hosted: i == n - 1,
             demo: false,

@@ -16,8 +16,11 @@
 # (a) and (b) again, in a second table; then the same for a chat completion through an
 # Anthropic-kind provider (translated both ways) vs a Messages call direct to the same fake, in a
 # third; then /v1/embeddings (a batch of 8 inputs) direct vs nginx and bare Pingora vs through
-# Tollgate on SQLite (held, charged the provider's prompt_tokens), in a fourth. Loopback only;
-# bounded.
+# Tollgate on SQLite (held, charged the provider's prompt_tokens), in a fourth; then
+# every other front door (Responses, stored and with store: false; Messages; Gemini) through
+# Tollgate on SQLite beside its chat completions (the same prompt and fake), JSON and 500
+# streams, in a fifth.
+# Loopback only; bounded.
 # LOADGEN=oha runs (a) and (b) with oha instead of our tollgate-bench (built once into the target
 # dir when missing), for the figures a benchmarker would get; the streams stay on ours.
 # The setup is shared with benches/growth.sh through benches/lib.sh.
@@ -101,7 +104,37 @@ for t in "direct|$FAKE|" "nginx|$NGX|" "pingora|$PGR|" "tollgate-sqlite|$TG1|$tg
   echo "{\"name\":\"$name\",\"rate\":$rate,\"max\":$max}" >> "$emb"
 done
 
-python3 - "$results" "$tools" "$anth" "$emb" <<'PY'
+# Every front door beside chat completions, through the same Tollgate and fake: the Responses
+# API (a stored response is also a row in the ledger), the Messages API and the Gemini API, each
+# the chat request written in another shape; JSON and 500 streams.
+resp="$work/responses.jsonl"
+say='Say something short.'
+rbody="{\"model\":\"bench\",\"input\":\"$say\"}"
+rbody_nostore="{\"model\":\"bench\",\"input\":\"$say\",\"store\":false}"
+mbody="{\"model\":\"bench\",\"max_tokens\":64,\"messages\":[{\"role\":\"user\",\"content\":\"$say\"}]}"
+gbody="{\"contents\":[{\"role\":\"user\",\"parts\":[{\"text\":\"$say\"}]}]}"
+stream_of() { echo "${1%\}},\"stream\":true}"; }
+for t in "chat|/v1/chat/completions||/v1/chat/completions|" \
+         "responses|/v1/responses|$rbody|/v1/responses|$(stream_of "$rbody")" \
+         "responses-store-false|/v1/responses|$rbody_nostore|/v1/responses|$(stream_of "$rbody_nostore")" \
+         "messages|/v1/messages|$mbody|/v1/messages|$(stream_of "$mbody")" \
+         "gemini|/v1beta/models/bench:generateContent|$gbody|/v1beta/models/bench:streamGenerateContent?alt=sse|$gbody"; do
+  IFS='|' read -r name path body spath sbody <<<"$t"
+  auth=(--header "Authorization: Bearer $tg_sqlite_key")
+  if [ -n "$body" ]; then
+    extra=("${auth[@]}" --body "$body")
+    streams=$("$BENCH" load --url "http://$TG1$spath" --mode streams --conns "$STREAMS" --body "$sbody" "${auth[@]}")
+  else
+    extra=("${auth[@]}" --model bench)
+    streams=$("$BENCH" load --url "http://$TG1$spath" --mode streams --conns "$STREAMS" --stream "${extra[@]}")
+  fi
+  echo "== front door $name" >&2
+  rate=$(loadgen rate "http://$TG1$path" "$RATE_SECS" 64 "$RPS" "${extra[@]}")
+  max=$(measure "tollgate-sqlite" loadgen max "http://$TG1$path" "$MAX_SECS" 64 "$RPS" "${extra[@]}")
+  echo "{\"name\":\"$name\",\"rate\":$rate,\"max\":$max,\"streams\":$streams}" >> "$resp"
+done
+
+python3 - "$results" "$tools" "$anth" "$emb" "$resp" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {r["name"]: r for r in rows}
@@ -169,4 +202,16 @@ for r in em:
     m = r["max"]["rps"]
     rps = f'{m:.0f} ({m / ed["max"]["rps"]:.2f}×, {m / en["max"]["rps"]:.2f}×)'
     print(f'| {r["name"]} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x} | {rps} | {cpu(r)} | {r["rate"]["errors"] + r["max"]["errors"]} |')
+rs = [json.loads(l) for l in open(sys.argv[5])]
+rc = rs[0]
+print()
+print("| through tollgate-sqlite | p50 µs @1k rps | p99 µs | added p50 (× the chat path's added p50) | max rps @64 conns (× chat) | CPU µs/req | 500 streams TTLB p50 / p99 ms | errors |")
+print("|---|---|---|---|---|---|---|---|")
+for r in rs:
+    a50 = r["rate"]["p50_us"] - d["rate"]["p50_us"]
+    x = f"{a50} ({a50 / chat_added:.2f}×)" if chat_added > 0 else str(a50)
+    rps = f'{r["max"]["rps"]:.0f} ({r["max"]["rps"] / rc["max"]["rps"]:.2f}×)'
+    s = r["streams"]
+    errors = r["rate"]["errors"] + r["max"]["errors"] + s["errors"]
+    print(f'| {r["name"]} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x} | {rps} | {cpu(r)} | {s["p50_us"]/1000:.1f} / {s["p99_us"]/1000:.1f} | {errors} |')
 PY

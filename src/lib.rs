@@ -71,8 +71,13 @@
 //! 4. The account's cached keys ([`auth::key_cache`]) are dropped, so its next request
 //!    reads the new plan.
 //!
-//! Beside the walks: [`embeddings`] (`POST /v1/embeddings`: the chat walk's steps with a
-//! prompt-only hold, and failover only across the model's own endpoints), [`accounts`]
+//! Beside the walks: [`gemini`] (Google's Gemini API: the chat walk, the request written as
+//! the internal chat request, replies and streams in Gemini's shape), [`completions`] (`POST /v1/completions`, legacy text completions: the
+//! chat walk with the client's body passed on to the models that serve them), [`responses`]
+//! (`POST /v1/responses`: the chat walk itself, the request
+//! written as the internal chat request and the reply as a response object, stored per account
+//! for `previous_response_id`), [`embeddings`] (`POST /v1/embeddings`: the chat walk's steps
+//! with a prompt-only hold, and failover only across the model's own endpoints), [`accounts`]
 //! (signup, login, sessions, keys, usage), [`admin`] (the admin API), [`dashboard`] (the pricing page and the app, served by the gateway itself). The logic
 //! that needs no I/O (validation, translation, SSE, routing, credit arithmetic, the Stripe
 //! signature, errors) lives in [`tollgate_filters`].
@@ -84,9 +89,11 @@ pub mod auth;
 pub mod background;
 pub mod chat;
 pub mod clock;
+pub mod completions;
 pub mod config;
 pub mod dashboard;
 pub mod embeddings;
+pub mod gemini;
 pub mod ledger;
 pub mod limits;
 pub mod logging;
@@ -96,6 +103,7 @@ pub mod metrics;
 pub mod payments;
 pub mod proxy;
 pub mod request;
+pub mod responses;
 pub mod runtime;
 pub mod server;
 pub mod tool_servers;

@@ -62,6 +62,8 @@ pub struct Shared {
     pub unsettled: crate::metering::unsettled::Unsettled,
     /// The tool marketplace's per-instance caches (live services, upstream sessions).
     pub mcp: crate::tool_servers::cache::McpCache,
+    /// Stored responses waiting for their grouped commit (`POST /v1/responses`).
+    pub stored_responses: Arc<crate::ledger::responses::ResponseQueue>,
 }
 
 impl Shared {
@@ -101,6 +103,7 @@ impl Shared {
                     .map_or(1, |n| n.get().saturating_sub(1).max(1)),
             ),
             mcp: crate::tool_servers::cache::McpCache::default(),
+            stored_responses: Arc::default(),
         })
     }
 

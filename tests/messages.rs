@@ -70,7 +70,13 @@ async fn to_an_anthropic_provider_the_request_passes_through_and_is_charged() {
     let v = r.json();
     assert_eq!(v["type"], "message");
     assert_eq!(v["model"], "claude-x-2025-01-01");
-    assert_eq!(v["content"][0]["text"], a.reply_text());
+    // Thinking was asked for: Claude's thinking block and its signature come back as sent.
+    assert_eq!(
+        v["content"][0],
+        json!({"type": "thinking", "thinking": tollgate_testkit::anthropic::THOUGHT,
+               "signature": tollgate_testkit::anthropic::SIGNATURE})
+    );
+    assert_eq!(v["content"][1]["text"], a.reply_text());
     assert_eq!(v["stop_reason"], "end_turn");
     let up = a.requests().pop().unwrap().json();
     let mut expected = body.clone();

@@ -79,3 +79,91 @@ async fn the_official_openai_python_sdk_creates_embeddings_and_is_charged_exactl
     let b = books::settled(&gw.config_db(), &gw.user_id).await;
     assert_eq!(initial - b.money, tokens * 10_000, "{stdout}");
 }
+
+#[tokio::test]
+async fn the_official_openai_python_sdk_speaks_the_responses_api_and_is_charged_exactly() {
+    let Some(py) = python() else {
+        return skip("no Python with the openai package; run ./dev test to set one up");
+    };
+    let fake = FakeOpenAi::start("p").await;
+    // `instruct` serves legacy completions (completions.create), at the same rates.
+    let cfg = format!(
+        "{}{}",
+        one_model_config(&fake, "m"),
+        model("instruct", "p", "economy", "completions = true")
+    );
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    let other = gw.second(tollgate_bin!(), &cfg).await;
+    let initial = books::read(&gw.config_db(), &gw.user_id).await.money;
+    let stdout = run_two(py, "openai_responses.py", &gw, &other).await;
+    let (input, output) = tokens(&stdout);
+    // Each request at 1 and 2 credits per 1K tokens (1,000 and 2,000 µcr a token), summed over
+    // both instances once their credit leases are back.
+    let b = books::settled(&gw.config_db(), &gw.user_id).await;
+    assert_eq!(
+        initial - b.money,
+        input * 1_000 + output * 2_000,
+        "{stdout}"
+    );
+}
+
+#[tokio::test]
+async fn an_openai_agents_sdk_agent_runs_its_function_tool_through_the_responses_api() {
+    let Some(py) = python_with("import agents") else {
+        return skip("no Python with the openai-agents package; run ./dev test to set one up");
+    };
+    let fake = FakeOpenAi::start("p").await;
+    fake.set_stream_tool_calls(true);
+    let gw = Gateway::start(tollgate_bin!(), &one_model_config(&fake, "m")).await;
+    let initial = books::read(&gw.config_db(), &gw.user_id).await.money;
+    let stdout = run_script(py, "openai_agents.py", &gw).await;
+    let (input, output) = tokens(&stdout);
+    let b = books::settled(&gw.config_db(), &gw.user_id).await;
+    assert_eq!(
+        initial - b.money,
+        input * 1_000 + output * 2_000,
+        "{stdout}"
+    );
+    // Four model calls: the tool call and the answer, twice.
+    assert_eq!(fake.chat_count(), 4);
+}
+
+/// The `TOKENS=<input> <output>` line a script prints.
+fn tokens(stdout: &str) -> (i64, i64) {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("TOKENS="))
+        .and_then(|t| t.trim().split_once(' '))
+        .map(|(i, o)| (i.parse().unwrap(), o.parse().unwrap()))
+        .expect("the script reports its tokens")
+}
+
+/// [`run_script`] with a second instance's `/v1` as `TOLLGATE_BASE_URL_2`.
+async fn run_two(py: String, script: &str, gw: &Gateway, other: &Gateway) -> String {
+    let script = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
+    let (base, base2, key) = (
+        format!("http://{}/v1", gw.addr),
+        format!("http://{}/v1", other.addr),
+        gw.key.clone(),
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(py)
+            .arg(script)
+            .env("TOLLGATE_BASE_URL", base)
+            .env("TOLLGATE_BASE_URL_2", base2)
+            .env("TOLLGATE_API_KEY", key)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && stdout.contains("sdk: all passed"),
+        "SDK script failed\nstdout:\n{stdout}\nstderr:\n{}\ngateway:\n{}\nother:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        gw.log(),
+        other.log()
+    );
+    stdout
+}

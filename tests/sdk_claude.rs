@@ -109,4 +109,12 @@ async fn the_anthropic_sdk_talks_to_the_messages_api() {
     ];
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/anthropic_sdk.py");
     tokio::task::block_in_place(|| run(py, script, env, &gw));
+    // The beta header reached the Anthropic provider, never the OpenAI-compatible one.
+    let beta =
+        |r: &Recorded| r.header("anthropic-beta") == Some("mid-conversation-system-2026-04-07");
+    assert!(
+        c.requests().iter().any(beta),
+        "the beta header was not forwarded"
+    );
+    assert!(!g.requests().iter().any(beta));
 }

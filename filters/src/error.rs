@@ -46,12 +46,13 @@ pub struct GatewayError {
 
 /// The field an invalid-request message names. Every such message starts with the path of
 /// the field at fault and a colon (`max_tokens: must be …`); `body:` (the request as a whole)
-/// and header names (`Stripe-Signature:`) name no field.
+/// and header names (`Stripe-Signature:`) name no field. Gemini's fields are camelCase
+/// (`generationConfig.maxOutputTokens`).
 fn field_of(message: &str) -> Option<String> {
     let (head, _) = message.split_once(": ")?;
-    let path = head.chars().all(|c| {
-        c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '[' | ']')
-    });
+    let path = head
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'));
     let starts = head.starts_with(|c: char| c.is_ascii_lowercase() || c == '_');
     (path && starts && head != "body").then(|| head.to_owned())
 }

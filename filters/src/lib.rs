@@ -22,6 +22,10 @@
 //! - [`anthropic`]: Anthropic's Messages API both ways: an OpenAI request translated for a
 //!   Claude provider and its reply translated back, and a `/v1/messages` request validated and
 //!   mirrored into OpenAI form for the pipeline.
+//! - [`gemini`]: Google's Gemini API in front: its request written as the internal chat
+//!   request, chat replies and chunks written back as Gemini responses, Google's error shape.
+//! - [`responses`]: OpenAI's Responses API in front: its request written as the internal chat
+//!   request, chat replies and chunks written back as response objects and typed events.
 //! - [`route`]: the model catalog (pinned ids, aliases, tiers, deprecation) and the ordered
 //!   route candidates over a health snapshot.
 //! - [`credits`]: integer micro-credit arithmetic: the hold's size before forwarding, the cost
@@ -50,12 +54,14 @@ pub mod anthropic;
 pub mod changelog;
 pub mod credits;
 pub mod error;
+pub mod gemini;
 pub mod json;
 pub mod keys;
 pub mod mcp;
 pub mod net;
 pub mod openai;
 pub mod ratelimit;
+pub mod responses;
 pub mod route;
 pub mod sse;
 pub mod stripe;

@@ -58,6 +58,8 @@ pub struct ModelSpec {
     pub cache_read_micros_per_1k: Option<u64>,
     pub cache_write_micros_per_1k: Option<u64>,
     pub max_output_tokens: u64,
+    /// Serves OpenAI's legacy `POST /v1/completions` (`[[models]] completions = true`).
+    pub completions: bool,
     pub guest: bool,
     pub self_hosted: bool,
     /// Served by the demo provider: a candidate only when asked for by name (never a failover
@@ -331,6 +333,7 @@ mod tests {
             cache_read_micros_per_1k: None,
             cache_write_micros_per_1k: None,
             max_output_tokens: 100,
+            completions: false,
             guest: false,
             self_hosted: false,
             demo: false,

@@ -24,7 +24,17 @@ pub trait StreamTranslator: Send {
     /// last event (a finish, the usage it asked for, `[DONE]` / `message_stop`).
     fn close(&mut self, usage: Usage) -> Vec<u8>;
     /// An error event in the client's format, for a stream that broke after the commit.
-    fn error_event(&self, err: &GatewayError) -> Vec<u8>;
+    fn error_event(&mut self, err: &GatewayError) -> Vec<u8>;
+    /// The whole reply as one object, for a client format that keeps it (a Responses
+    /// stream's final response object, stored for `previous_response_id`); taken once, after
+    /// [`StreamTranslator::close`] or [`StreamTranslator::error_event`].
+    fn take_object(&mut self) -> Option<serde_json::Value> {
+        None
+    }
+    /// The stream's `Content-Type` (a Gemini stream without `alt=sse` is one JSON array).
+    fn content_type(&self) -> &'static str {
+        "text/event-stream"
+    }
 }
 
 impl StreamTranslator for StreamRewriter {
@@ -54,7 +64,7 @@ impl StreamTranslator for StreamRewriter {
         tail.extend_from_slice(DONE_EVENT);
         tail
     }
-    fn error_event(&self, err: &GatewayError) -> Vec<u8> {
+    fn error_event(&mut self, err: &GatewayError) -> Vec<u8> {
         sse_event(&err.to_value())
     }
 }

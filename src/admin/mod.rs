@@ -24,9 +24,17 @@ pub async fn account(
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
     let round = shared.leases.flush(ledger, id).await?;
-    let mut a = ledger.account(id).await?.ok_or_else(|| no_account(id))?;
-    a.balance += ledger.leased(id).await?;
+    // What was spent is read first: another instance's lease round between these reads moves
+    // money from its lease to the usage rows, and read in this order it can only make the
+    // balance shown smaller than initial − spent, never larger (read the other way, a round in
+    // between counted its money twice).
     let (rows, spent) = ledger.usage_totals(id).await?;
+    let mut a = ledger.account(id).await?.ok_or_else(|| no_account(id))?;
+    let (balance, leased) = ledger
+        .balance_and_leased(id)
+        .await?
+        .ok_or_else(|| no_account(id))?;
+    a.balance = balance + leased;
     drop(round);
     let mut v = account_json(&a);
     v["requests_per_hour"] = a.requests_per_hour.into();

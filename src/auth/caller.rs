@@ -63,6 +63,17 @@ pub async fn authenticate(
         let ledger = shared.ledger()?;
         return Ok(Caller::Key(shared.keys.resolve(ledger, key.trim()).await?));
     }
+    // Google's SDKs send the key as `x-goog-api-key` or `?key=`: accepted everywhere too.
+    if headers.get("authorization").is_none() {
+        let goog = headers
+            .get("x-goog-api-key")
+            .map(|v| v.to_str().map(str::to_owned).unwrap_or_default())
+            .or_else(|| query_key(session));
+        if let Some(key) = goog {
+            let ledger = shared.ledger()?;
+            return Ok(Caller::Key(shared.keys.resolve(ledger, key.trim()).await?));
+        }
+    }
     let header = headers.get("authorization");
     let Some(header) = header else {
         if allow_session {
@@ -91,6 +102,15 @@ pub async fn authenticate(
         .trim();
     let ledger = shared.ledger()?;
     Ok(Caller::Key(shared.keys.resolve(ledger, key).await?))
+}
+
+/// The `key` parameter of the query string (Google's API keys ride there too).
+fn query_key(session: &Session) -> Option<String> {
+    let q = session.req_header().uri.query()?;
+    q.split('&')
+        .filter_map(|p| p.split_once('='))
+        .find(|(k, _)| *k == "key")
+        .map(|(_, v)| v.to_owned())
 }
 
 /// A browser sends the session cookie with any request to the gateway, also one another site

@@ -38,7 +38,21 @@ pub struct KeyCache {
 
 impl KeyCache {
     /// Resolves a presented key: 401 for a malformed, unknown or revoked one.
+    /// The live key presented, or 401: unknown, revoked, or past its expiry (checked on every
+    /// request, cached or not, so a key stops at its expiry to the millisecond).
     pub async fn resolve(&self, ledger: &Ledger, presented: &str) -> Result<KeyAuth, GatewayError> {
+        let auth = self.lookup(ledger, presented).await?;
+        if let Some(at) = auth.expires_at.filter(|at| *at <= crate::clock::now_ms()) {
+            let when = tollgate_filters::time::http_date(at.div_euclid(1000));
+            return Err(GatewayError::new(
+                ErrorKind::Authentication,
+                format!("this API key expired on {when}"),
+            ));
+        }
+        Ok(auth)
+    }
+
+    async fn lookup(&self, ledger: &Ledger, presented: &str) -> Result<KeyAuth, GatewayError> {
         let unauthorized =
             || GatewayError::new(ErrorKind::Authentication, "invalid or revoked API key");
         if !keys::well_formed(presented) {
@@ -167,6 +181,8 @@ mod tests {
             plan: "free".into(),
             requests_per_hour: None,
             requests_per_day: None,
+            expires_at: None,
+            allowed_models: None,
         }
     }
 

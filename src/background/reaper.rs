@@ -1,4 +1,5 @@
-//! The reaper: expired credit holds refunded, expired dashboard sessions deleted.
+//! The reaper: expired credit holds refunded, expired dashboard sessions deleted, stored
+//! responses past their retention emptied.
 
 use std::sync::Arc;
 
@@ -34,6 +35,13 @@ impl BackgroundService for ReaperService {
             }
             if let Err(e) = ledger.delete_expired_sessions(crate::clock::now_ms()).await {
                 tracing::error!("could not delete expired sessions: {e}");
+            }
+            // A stored response past its retention is emptied, its row kept as long again so
+            // a chain that needs it is told it expired (400), not that it never was (404).
+            let retention = self.0.runtime.load().config.responses.retention_secs;
+            let now = crate::clock::now_secs();
+            if let Err(e) = ledger.expire_responses(now, retention).await {
+                tracing::error!("could not expire stored responses: {e}");
             }
         }
     }

@@ -11,9 +11,10 @@ use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::ModelSpec;
 use tollgate_filters::{tokens, Usage};
 
+use super::front::Front;
 use super::tokenize::off_thread;
-use super::translate;
-use crate::config::Timeouts;
+use super::translate::{self, Shape};
+use crate::config::{ProviderKind, Timeouts};
 use crate::request::ctx::{Delivery, RequestCtx};
 use crate::runtime::Shared;
 use crate::upstream::failover::{check_status, failover, AttemptError, Failover};
@@ -38,6 +39,8 @@ pub struct Attempt<'a> {
     pub shared: &'a Shared,
     pub timeouts: &'a Timeouts,
     pub req: &'a ChatRequest<'a>,
+    /// What the client's front door adds (see [`Front`]).
+    pub front: Front<'a>,
     pub dest: Destination<'a>,
     pub body: Bytes,
 }
@@ -45,7 +48,13 @@ pub struct Attempt<'a> {
 impl Attempt<'_> {
     fn request(&self, request_id: &str) -> Result<Vec<u8>, AttemptError> {
         let d = &self.dest;
-        let path = provider::chat_path(&d.pool.provider, &d.endpoint.url);
+        let path = match Shape::of(&self.front, &d.pool.provider) {
+            Shape::Legacy => provider::completions_path(&d.endpoint.url),
+            Shape::NativeResponses(_) => provider::responses_path(&d.endpoint.url),
+            Shape::Chat | Shape::Responses(_) | Shape::Gemini(_) => {
+                provider::chat_path(&d.pool.provider, &d.endpoint.url)
+            }
+        };
         let accept = if self.req.stream {
             "text/event-stream"
         } else {
@@ -64,6 +73,11 @@ impl Attempt<'_> {
             }
             for (name, value) in provider::fixed_headers(&d.pool.provider) {
                 r = r.header(name, value)?;
+            }
+            if let (ProviderKind::Anthropic, Some(beta)) =
+                (d.pool.provider.kind.wire(), self.front.anthropic_beta)
+            {
+                r = r.header("anthropic-beta", beta)?;
             }
             Ok(r.body(&self.body))
         };
@@ -146,8 +160,9 @@ impl Attempt<'_> {
 
         let model = &self.dest.model.id;
         let (wire, kind) = (ctx.wire, self.dest.pool.provider.kind.wire());
+        let shape = Shape::of(&self.front, &self.dest.pool.provider);
         let mut text = None;
-        let (mut out, mut usage, counted) = translate::reply(wire, kind, &buf, model, |t| {
+        let (mut out, mut usage, counted) = translate::reply(wire, kind, shape, &buf, model, |t| {
             text = Some(t.to_owned());
             Usage::default()
         })
@@ -163,7 +178,7 @@ impl Attempt<'_> {
             })
             .await
             .unwrap_or_default();
-            (out, usage, _) = translate::reply(wire, kind, &buf, model, |_| counted)
+            (out, usage, _) = translate::reply(wire, kind, shape, &buf, model, |_| counted)
                 .map_err(|e| failover(Failover::BadReply, e))?;
         }
         self.served(ctx, usage, counted);

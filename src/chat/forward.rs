@@ -11,13 +11,13 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use pingora::proxy::Session;
-use tollgate_filters::anthropic::request::MessagesRequest;
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::ModelSpec;
 use tollgate_filters::ErrorKind;
 use tollgate_filters::GatewayError;
 
 use super::attempt::{Attempt, Destination};
+use super::front::Front;
 use super::stream::{self, Streamed};
 use crate::request::ctx::RequestCtx;
 use crate::runtime::{Runtime, Shared};
@@ -29,8 +29,9 @@ pub struct Forward<'a> {
     pub shared: &'a Shared,
     pub rt: &'a Runtime,
     pub req: &'a ChatRequest<'a>,
-    /// The body as an Anthropic client sent it (`/v1/messages`); `None` for OpenAI clients.
-    pub anthropic: Option<&'a MessagesRequest<'a>>,
+    /// What the client's front door adds (the Anthropic body, a Responses stream, a legacy
+    /// completion); all `None` for a chat-completions client.
+    pub front: Front<'a>,
     /// Catalog indices of the models to try, in order.
     pub candidates: &'a [usize],
 }
@@ -81,13 +82,21 @@ pub async fn run(
                 }
             },
         };
-        let body = match provider::chat_body(
-            &pool.provider,
-            f.req,
-            f.anthropic,
-            &model.upstream_model,
-            max_tokens,
-        ) {
+        let body = match (f.front.completions, f.front.responses) {
+            (Some(legacy), _) => Ok(legacy.upstream_body(&model.upstream_model, max_tokens)),
+            (None, Some(r)) if pool.provider.responses_api => {
+                Ok(r.request
+                    .native_body(r.history, &model.upstream_model, max_tokens))
+            }
+            _ => provider::chat_body(
+                &pool.provider,
+                f.req,
+                f.front.anthropic,
+                &model.upstream_model,
+                max_tokens,
+            ),
+        };
+        let body = match body {
             Ok(b) => Bytes::from(b),
             Err(e) => {
                 // Only a later candidate gets here: the first one's kind was checked before
@@ -115,6 +124,7 @@ pub async fn run(
                 shared: f.shared,
                 timeouts,
                 req: f.req,
+                front: f.front,
                 dest: Destination {
                     model,
                     pool,

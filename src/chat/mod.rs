@@ -12,6 +12,7 @@ pub mod attempt;
 pub mod count_tokens;
 pub mod demo;
 pub mod forward;
+pub mod front;
 pub mod models;
 pub mod stream;
 pub mod tokenize;
@@ -25,6 +26,8 @@ use tollgate_filters::route::{ModelKind, ModelSpec, Target};
 use tollgate_filters::time::http_date;
 use tollgate_filters::{ErrorKind, GatewayError};
 
+use self::front::Front;
+use crate::auth::allowlist;
 use crate::auth::caller::Caller;
 use crate::config::ProviderKind;
 use crate::ledger::KeyAuth;
@@ -87,7 +90,7 @@ async fn pipeline(
     // An Anthropic client's request is validated as Anthropic does, and carried both as sent
     // (for Anthropic providers) and translated (for everything the pipeline reads).
     let messages = match ctx.wire {
-        Wire::OpenAi => None,
+        Wire::OpenAi | Wire::Gemini => None,
         Wire::Anthropic => Some(parse_messages_request(&raw)?),
     };
     // The request borrows from the body it was parsed from (`raw`, or the Anthropic mirror),
@@ -96,7 +99,36 @@ async fn pipeline(
         None => parse_chat_request(&raw)?,
         Some(m) => m.chat()?,
     };
-    let anthropic = messages.as_ref();
+    let beta = match ctx.wire {
+        Wire::Anthropic => session
+            .req_header()
+            .headers
+            .get("anthropic-beta")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        Wire::OpenAi | Wire::Gemini => None,
+    };
+    let front = Front {
+        anthropic: messages.as_ref(),
+        anthropic_beta: beta.as_deref(),
+        ..Front::default()
+    };
+    serve(shared, session, ctx, caller, &req, front).await
+}
+
+/// Serves an internal chat request `req` (a chat-completions client's own, or what another
+/// front door wrote): resolve the model, route, hold, forward. Returns what was served, for
+/// [`settle_and_answer`].
+pub async fn serve(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    caller: &Caller,
+    req: &ChatRequest<'_>,
+    front: Front<'_>,
+) -> Result<forward::Reply, GatewayError> {
+    let rt = shared.runtime.load_full();
+    let anthropic = front.anthropic;
     ctx.model_requested = Some(req.model.to_string());
 
     let now = crate::clock::now_secs();
@@ -124,11 +156,47 @@ async fn pipeline(
             }
         }
     }
-    let candidates = catalog.candidates(resolution.target, now, guest, |m| {
-        rt.pools
-            .get(&m.provider)
-            .is_some_and(|p| p.has_usable_endpoint())
+    if front.completions.is_some() {
+        let serves = match resolution.target {
+            Target::Model(i) => catalog.model(i).completions,
+            Target::Tier(_) => false,
+        };
+        if !serves {
+            return Err(GatewayError::invalid(format!(
+                "model: `{}` does not serve legacy completions; send it to POST /v1/chat/completions",
+                req.model
+            )));
+        }
+    }
+    // A key's allowlist: a model outside it does not exist for the key, and failover never
+    // leaves it.
+    let allowed = match caller {
+        Caller::Key(k) => k
+            .allowed_models
+            .as_ref()
+            .map(|list| allowlist::allowed(catalog, list, now).unwrap_or_default()),
+        _ => None,
+    };
+    if let (Some(ids), Target::Model(i)) = (&allowed, resolution.target) {
+        if !ids.contains(&i) {
+            return Err(allowlist::not_found(&req.model));
+        }
+    }
+    let legacy = front.completions.is_some();
+    let mut candidates = catalog.candidates(resolution.target, now, guest, |m| {
+        // A legacy completion goes only to the models that serve it.
+        (!legacy || m.completions)
+            && rt
+                .pools
+                .get(&m.provider)
+                .is_some_and(|p| p.has_usable_endpoint())
     });
+    if let Some(ids) = &allowed {
+        candidates.retain(|i| ids.contains(i));
+        if candidates.is_empty() && matches!(resolution.target, Target::Tier(_)) {
+            return Err(allowlist::not_found(&req.model));
+        }
+    }
     if candidates.is_empty() {
         let what = match resolution.target {
             Target::Model(i) => catalog.model(i).id.clone(),
@@ -141,17 +209,27 @@ async fn pipeline(
     // A request the first candidate's wire format cannot carry faithfully is refused before
     // anything is held (a later candidate of that kind is skipped instead).
     let first = catalog.model(candidates[0]);
+    // Extended thinking needs output room above its budget, and the model's cap bounds that
+    // room whatever max_tokens asks: named here rather than failing every candidate later.
+    if let Some(budget) = anthropic.and_then(|m| m.thinking_budget()) {
+        if budget >= first.max_output_tokens {
+            return Err(GatewayError::invalid(format!(
+                "thinking.budget_tokens: {budget} must be below the output cap, max_tokens capped at {} for `{}`",
+                first.max_output_tokens, first.id
+            )));
+        }
+    }
     let first_kind = rt
         .pools
         .get(&first.provider)
         .map(|p| p.provider.kind.wire());
     match (anthropic, first_kind) {
-        (None, Some(ProviderKind::Anthropic)) => check_translatable(&req)?,
+        (None, Some(ProviderKind::Anthropic)) => check_translatable(req)?,
         (Some(original), Some(ProviderKind::OpenAi)) => original.check_openai_translatable()?,
         _ => {}
     }
     if let Caller::Key(key) = caller {
-        hold(shared, ctx, key, catalog.model(candidates[0]), &req).await?;
+        hold(shared, ctx, key, catalog.model(candidates[0]), req).await?;
     }
     if let Some(n) = resolution.notice {
         ctx.set_header("Deprecation", format!("@{}", n.deprecated_at));
@@ -160,8 +238,8 @@ async fn pipeline(
     let f = forward::Forward {
         shared,
         rt: &rt,
-        req: &req,
-        anthropic,
+        req,
+        front,
         candidates: &candidates,
     };
     forward::run(&f, session, ctx).await

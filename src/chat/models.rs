@@ -5,10 +5,12 @@
 
 use pingora::proxy::Session;
 use serde_json::{json, Value};
-use tollgate_filters::route::{Catalog, ModelKind, Tier};
+use tollgate_filters::route::{Catalog, ModelKind, Target, Tier};
 use tollgate_filters::time::format_date;
 use tollgate_filters::GatewayError;
 
+use crate::auth::allowlist;
+use crate::auth::caller::Caller;
 use crate::config::ProviderKind;
 use crate::request::ctx::RequestCtx;
 use crate::request::respond;
@@ -47,6 +49,47 @@ pub async fn handle(
             json!({"object": "list", "data": tollgate_filters::changelog::entries(&rt.config.catalog, now)})
         }
     };
+    respond::json(session, ctx, 200, &body, &[]).await;
+    Ok(())
+}
+
+/// `GET /v1/models`: every name the caller may send; a key with an allowlist sees only the
+/// names that lead to its models.
+pub async fn models(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    caller: &Caller,
+) -> Result<(), GatewayError> {
+    let allowed = match caller {
+        Caller::Key(k) => k.allowed_models.clone(),
+        _ => None,
+    };
+    let Some(allowed) = allowed else {
+        return handle(shared, session, ctx, Listing::Models).await;
+    };
+    let rt = shared.runtime.load();
+    let now = crate::clock::now_secs();
+    let catalog = &rt.config.catalog;
+    let ids = allowlist::allowed(catalog, &allowed, now).unwrap_or_default();
+    let demo: Vec<&str> = rt
+        .config
+        .providers
+        .iter()
+        .filter(|p| p.kind == ProviderKind::Demo)
+        .map(|p| p.name.as_str())
+        .collect();
+    let mut body = list(catalog, now, shared.started, &demo);
+    if let Some(data) = body["data"].as_array_mut() {
+        data.retain(|m| {
+            let name = m["id"].as_str().unwrap_or("");
+            match catalog.resolve(name, now).map(|r| r.target) {
+                Ok(Target::Model(i)) => ids.contains(&i),
+                Ok(Target::Tier(t)) => ids.iter().any(|&i| catalog.model(i).tier == t),
+                Err(_) => false,
+            }
+        });
+    }
     respond::json(session, ctx, 200, &body, &[]).await;
     Ok(())
 }

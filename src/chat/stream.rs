@@ -25,7 +25,7 @@ use tollgate_filters::{tokens, GatewayError, Usage};
 
 use super::attempt::Attempt;
 use super::tokenize::off_thread;
-use super::translate;
+use super::translate::{self, Shape};
 use crate::request::ctx::RequestCtx;
 use crate::request::respond;
 use crate::runtime::Shared;
@@ -96,6 +96,9 @@ pub struct Streamed {
     reusable: bool,
     write_limit: Duration,
     peer: HttpPeer,
+    /// The whole reply as one object, for a client format that keeps it (a Responses
+    /// stream's final response object).
+    pub object: Option<serde_json::Value>,
 }
 
 pub async fn run(
@@ -148,6 +151,7 @@ async fn open(a: &Attempt<'_>, ctx: &RequestCtx) -> Result<(Relay, Vec<u8>), Att
             a.dest.pool.provider.kind.wire(),
             &a.dest.model.id,
             a.req.client_wants_usage,
+            Shape::of(&a.front, &a.dest.pool.provider),
         ),
         events: Vec::new(),
         done: false,
@@ -216,7 +220,7 @@ async fn commit(
             "could not build response header",
         ));
     };
-    let _ = h.insert_header("Content-Type", "text/event-stream");
+    let _ = h.insert_header("Content-Type", r.rewriter.content_type());
     let _ = h.insert_header("Cache-Control", "no-cache");
     let _ = h.insert_header("X-Accel-Buffering", "no");
     if !session.is_http2() {
@@ -306,6 +310,7 @@ async fn finish(mut r: Relay, a: &Attempt<'_>, ctx: &mut RequestCtx) -> Streamed
         write_limit: r.write_limit,
         peer: a.dest.peer.clone(),
         up: r.up,
+        object: None,
     };
     if r.gone {
         return streamed;
@@ -331,6 +336,7 @@ async fn finish(mut r: Relay, a: &Attempt<'_>, ctx: &mut RequestCtx) -> Streamed
         None => tail.extend_from_slice(&r.rewriter.close(usage)),
     }
     streamed.tail = Some(tail);
+    streamed.object = r.rewriter.take_object();
     streamed.reusable = r.failure.is_none() && r.done;
     streamed
 }

@@ -16,6 +16,7 @@ pub mod mcp;
 pub mod models;
 pub mod plans;
 pub mod providers;
+pub mod responses;
 pub mod server;
 pub mod storage;
 pub mod timeouts;
@@ -27,6 +28,7 @@ pub use error::ConfigError;
 pub use mcp::Mcp;
 pub use plans::Plans;
 pub use providers::{EndpointUrl, Provider, ProviderKind};
+pub use responses::Responses;
 pub use server::Server;
 pub use storage::{FailureMode, Storage};
 pub use timeouts::Timeouts;
@@ -39,6 +41,8 @@ struct ConfigFile {
     server: server::ServerSection,
     #[serde(default)]
     storage: storage::StorageSection,
+    #[serde(default)]
+    responses: responses::ResponsesSection,
     #[serde(default)]
     timeouts: timeouts::TimeoutsSection,
     #[serde(default)]
@@ -72,6 +76,7 @@ pub struct Config {
     pub billing: Option<Billing>,
     pub mcp: Mcp,
     pub abuse: Abuse,
+    pub responses: Responses,
 }
 
 pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigError>> {
@@ -121,6 +126,7 @@ fn validate(file: &ConfigFile) -> Result<Config, Vec<ConfigError>> {
         plans: plans::validate(&file.plans, &mut errs),
         mcp: file.mcp.validate(&mut errs),
         abuse: file.abuse.validate(&mut errs),
+        responses: file.responses.validate(&mut errs),
     };
     if errs.is_empty() {
         Ok(config)

@@ -34,6 +34,9 @@ pub struct ModelSection {
     pub cache_write_credits_per_1k: Option<f64>,
     #[serde(default = "default_max_output")]
     pub max_output_tokens: u64,
+    /// Serves OpenAI's legacy `POST /v1/completions` (passed on as the client wrote it).
+    #[serde(default)]
+    pub completions: bool,
     #[serde(default)]
     pub guest: bool,
     #[serde(default)]
@@ -120,6 +123,12 @@ pub(super) fn validate(
                 Tier::Normal
             }
         };
+        if m.completions && (kind == ModelKind::Embedding || provider_kind != Some("openai")) {
+            errs.push(err(
+                at("completions"),
+                "only a chat model of an openai provider can serve legacy completions",
+            ));
+        }
         if m.max_output_tokens == 0 {
             errs.push(err(at("max_output_tokens"), "must be at least 1"));
         }
@@ -169,6 +178,7 @@ pub(super) fn validate(
                 .cache_write_credits_per_1k
                 .map(|v| micros(&at("cache_write_credits_per_1k"), v, errs)),
             max_output_tokens: m.max_output_tokens,
+            completions: m.completions,
             guest: m.guest,
             self_hosted: provider.is_some_and(|p| p.self_hosted),
             demo: provider.is_some_and(|p| p.kind == "demo"),
@@ -269,5 +279,28 @@ mod tests {
         for want in ["models[0].kind", "models[1].kind", "models[2].tier"] {
             assert!(p.iter().any(|x| x == want), "missing {want} in {p:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod completions_tests {
+    use crate::config::parse;
+
+    #[test]
+    fn only_chat_models_of_openai_providers_serve_legacy_completions() {
+        let providers = "[[providers]]\nname = \"o\"\nendpoints = [\"http://127.0.0.1:9\"]\n\n[[providers]]\nname = \"a\"\nkind = \"anthropic\"\nendpoints = [\"http://127.0.0.1:9\"]\n\n";
+        let m = |id: &str, p: &str, extra: &str| {
+            format!("[[models]]\nid = \"{id}\"\nprovider = \"{p}\"\ntier = \"economy\"\ninput_credits_per_1k = 1\noutput_credits_per_1k = 1\n{extra}\n")
+        };
+        let ok = parse(&format!("{providers}{}", m("i", "o", "completions = true"))).unwrap();
+        assert!(ok.catalog.model(0).completions);
+        let errs = parse(&format!(
+            "{providers}{}{}",
+            m("c", "a", "completions = true"),
+            m("e", "o", "completions = true\nkind = \"embedding\"")
+        ))
+        .unwrap_err();
+        let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["models[0].completions", "models[1].completions"]);
     }
 }

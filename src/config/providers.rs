@@ -21,6 +21,10 @@ pub struct ProviderSection {
     pub health_check: Option<HealthCheck>,
     #[serde(default)]
     pub self_hosted: bool,
+    /// Serves OpenAI's Responses API itself: `/v1/responses` requests reach it in their own
+    /// shape instead of as chat completions (`kind = "openai"` only).
+    #[serde(default)]
+    pub responses_api: bool,
     /// Consecutive failed requests that eject an endpoint (passive health).
     #[serde(default = "default_eject_after")]
     pub eject_after_failures: u32,
@@ -179,6 +183,7 @@ pub struct Provider {
     pub api_key: Option<String>,
     pub health_check: Option<HealthCheck>,
     pub self_hosted: bool,
+    pub responses_api: bool,
     pub eject_after_failures: u32,
     pub eject_for: Duration,
 }
@@ -245,6 +250,12 @@ pub(super) fn validate(
                 errs.push(err(at("health_check.timeout_ms"), "must be above 0"));
             }
         }
+        if p.responses_api && kind != ProviderKind::OpenAi {
+            errs.push(err(
+                at("responses_api"),
+                "only an openai provider can serve the Responses API",
+            ));
+        }
         if p.eject_after_failures == 0 {
             errs.push(err(at("eject_after_failures"), "must be at least 1"));
         }
@@ -262,6 +273,7 @@ pub(super) fn validate(
             api_key,
             health_check: p.health_check.clone(),
             self_hosted: p.self_hosted,
+            responses_api: p.responses_api,
             eject_after_failures: p.eject_after_failures,
             eject_for,
         });

@@ -74,6 +74,14 @@ async fn pipeline(
             req.model
         )));
     };
+    if let Caller::Key(k) = caller {
+        if let Some(list) = &k.allowed_models {
+            let ids = crate::auth::allowlist::allowed(catalog, list, now).unwrap_or_default();
+            if !ids.contains(&i) {
+                return Err(crate::auth::allowlist::not_found(&req.model));
+            }
+        }
+    }
     let model = catalog.model(i);
     if model.kind != ModelKind::Embedding {
         return Err(GatewayError::invalid(format!(

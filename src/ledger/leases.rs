@@ -58,6 +58,21 @@ impl Ledger {
     /// What the account's credit leases (on every instance) have not spent, as their last
     /// rounds recorded it: the part of the balance that sits in leases (DESIGN.md, Rules: One
     /// balance).
+    /// The account's balance and what its leases hold, read by one statement (one snapshot: a
+    /// lease top-up moves money between the two, and read apart it could be counted twice).
+    pub async fn balance_and_leased(&self, account_id: &str) -> Result<Option<(i64, i64)>> {
+        on_pool!(self, p => {
+            let row = sqlx::query(&format!(
+                "SELECT balance, {LEASED_ELSEWHERE} AS leased FROM accounts WHERE user_id = $1"
+            ))
+            .bind(account_id).bind("").fetch_optional(p).await?;
+            match row {
+                Some(r) => Ok(Some((r.try_get("balance")?, r.try_get("leased")?))),
+                None => Ok(None),
+            }
+        })
+    }
+
     pub async fn leased(&self, account_id: &str) -> Result<i64> {
         on_pool!(self, p => {
             let row = sqlx::query(&format!("SELECT {LEASED_ELSEWHERE} AS leased"))

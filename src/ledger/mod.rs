@@ -29,7 +29,7 @@
 //! errors), [`accounts`], [`keys`], [`sessions`], [`credits`] (holds and settlement, the
 //! reaper), [`leases`] (credit-lease rounds), [`usage`], [`mcp`] (tool servers and their
 //! developers' earnings), [`payments`] (checkouts, payment history, anonymous accounts and their
-//! assignment) and [`payment_events`] (each Stripe webhook event applied once, in one
+//! assignment), [`responses`] (stored Responses API replies) and [`payment_events`] (each Stripe webhook event applied once, in one
 //! transaction with its record).
 
 pub mod accounts;
@@ -39,6 +39,7 @@ pub mod leases;
 pub mod mcp;
 pub mod payment_events;
 pub mod payments;
+pub mod responses;
 pub mod sessions;
 pub mod store;
 pub mod usage;

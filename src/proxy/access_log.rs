@@ -1,5 +1,5 @@
 //! What is recorded of every request when it ends: the request metrics, and one log line per
-//! chat completion (either wire format) and embeddings request with what was served and charged.
+//! chat completion (any wire format) and embeddings request with what was served and charged.
 
 use crate::metrics::Metrics;
 use crate::request::ctx::RequestCtx;
@@ -15,9 +15,13 @@ pub fn record(m: &Metrics, ctx: &RequestCtx) {
     m.latency
         .with_label_values(&[ctx.route, model])
         .observe(ctx.start.elapsed().as_secs_f64());
-    // Both wire formats of the chat pipeline (`/v1/chat/completions`, `/v1/messages`), and
-    // embeddings: every metered model request.
-    if matches!(ctx.route, "chat" | "messages" | "embeddings") {
+    // Every wire format of the chat pipeline (`/v1/chat/completions`, `/v1/messages`,
+    // `/v1/responses`, `/v1/completions`), and embeddings: every metered model request (the stored-response
+    // reads share the `responses` label and log a line too).
+    if matches!(
+        ctx.route,
+        "chat" | "messages" | "responses" | "completions" | "gemini" | "embeddings"
+    ) {
         let what = if ctx.route == "embeddings" {
             "embeddings"
         } else {

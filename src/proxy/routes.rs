@@ -98,6 +98,11 @@ pub async fn dispatch(
     if path.starts_with("/v1/messages") {
         // Anthropic's clients read Anthropic's error shape, from the first refusal on.
         ctx.wire = Wire::Anthropic;
+    } else if path.starts_with("/v1beta/")
+        || (path.starts_with("/v1/models/") && path.contains(':'))
+    {
+        // And Google's, Google's.
+        ctx.wire = Wire::Gemini;
     }
     let (route, id) = match find(&method, &path) {
         Lookup::Found(route, id) => (route, id),

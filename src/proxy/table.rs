@@ -13,7 +13,9 @@ use crate::auth::caller::Caller;
 use crate::chat::models::Listing;
 use crate::request::ctx::RequestCtx;
 use crate::runtime::Shared;
-use crate::{accounts, admin, chat, dashboard, embeddings, mcp, payments};
+use crate::{
+    accounts, admin, chat, completions, dashboard, embeddings, gemini, mcp, payments, responses,
+};
 use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Open};
 use Limit::{Free, Guests, Logins, PerToolCall, Plan, Signups};
 
@@ -120,10 +122,29 @@ routes! {
         => chat::handle(shared, session, ctx, caller).await;
     CountTokens: "POST" "/v1/messages/count_tokens", (KeyOrGuest, Plan), "messages"
         => chat::count_tokens::count_tokens(shared, session, ctx, caller).await;
+    Completions: "POST" "/v1/completions", (KeyOrGuest, Plan), "completions"
+        => completions::handle(shared, session, ctx, caller).await;
+    GeminiGenerate: "POST" "/v1beta/models/{id}", (KeyOrGuest, Plan), "gemini"
+        => gemini::handle(shared, session, ctx, caller, id).await;
+    // Google's SDKs use the stable version's path too when given a base URL.
+    GeminiGenerateV1: "POST" "/v1/models/{id}", (KeyOrGuest, Plan), "gemini"
+        => gemini::handle(shared, session, ctx, caller, id).await;
+    GeminiModels: "GET" "/v1beta/models", (Anyone, Guests), "models"
+        => gemini::models(shared, session, ctx).await;
+    GeminiModel: "GET" "/v1beta/models/{id}", (Anyone, Guests), "models"
+        => gemini::model(shared, session, ctx, id).await;
     Embeddings: "POST" "/v1/embeddings", (KeyOrGuest, Plan), "embeddings"
         => embeddings::handle(shared, session, ctx, caller).await;
+    Responses: "POST" "/v1/responses", (KeyOrGuest, Plan), "responses"
+        => responses::handle(shared, session, ctx, caller).await;
+    GetResponse: "GET" "/v1/responses/{id}", (Key, Free), "responses"
+        => responses::stored::get(shared, session, ctx, caller, id).await;
+    DeleteResponse: "DELETE" "/v1/responses/{id}", (Key, Free), "responses"
+        => responses::stored::delete(shared, session, ctx, caller, id).await;
+    ResponseInputItems: "GET" "/v1/responses/{id}/input_items", (Key, Free), "responses"
+        => responses::stored::input_items(shared, session, ctx, caller, id).await;
     Models: "GET" "/v1/models", (Anyone, Guests), "models"
-        => chat::models::handle(shared, session, ctx, Listing::Models).await;
+        => chat::models::models(shared, session, ctx, caller).await;
     Pricing: "GET" "/v1/models/pricing", (Anyone, Guests), "pricing"
         => chat::models::handle(shared, session, ctx, Listing::Pricing).await;
     Changelog: "GET" "/v1/models/changelog", (Anyone, Free), "pricing"
@@ -155,6 +176,10 @@ routes! {
         => accounts::keys::list_keys(shared, session, ctx, caller).await;
     CreateKey: "POST" "/api/v1/keys", (KeyOrSession, Free), "api"
         => accounts::keys::create_key(shared, session, ctx, caller).await;
+    UpdateKey: "PATCH" "/api/v1/keys/{id}", (KeyOrSession, Free), "api"
+        => accounts::keys::update_key(shared, session, ctx, caller, id).await;
+    RotateKey: "POST" "/api/v1/keys/{id}/rotate", (KeyOrSession, Free), "api"
+        => accounts::keys::rotate_key(shared, session, ctx, caller, id).await;
     RevokeKey: "DELETE" "/api/v1/keys/{id}", (KeyOrSession, Free), "api"
         => accounts::keys::revoke_key(shared, session, ctx, caller, id).await;
     Usage: "GET" "/api/v1/usage", (KeyOrSession, Free), "api"

@@ -17,6 +17,8 @@ pub enum Wire {
     OpenAi,
     /// Anthropic's Messages API (`/v1/messages`).
     Anthropic,
+    /// Google's Gemini API (`/v1beta/…`): errors in Google's shape.
+    Gemini,
 }
 
 /// What served a request, and what it used: the usage row's facts.

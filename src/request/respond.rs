@@ -84,6 +84,7 @@ pub async fn error(session: &mut Session, ctx: &mut RequestCtx, err: &GatewayErr
             anthropic::error::error_type(err).0,
             anthropic::error::error_body(err),
         ),
+        Wire::Gemini => tollgate_filters::gemini::reply::error_body(err),
     };
     send(session, ctx, status, "application/json", body, &extra).await;
 }

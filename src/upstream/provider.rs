@@ -22,6 +22,17 @@ pub fn chat_path(p: &Provider, endpoint: &EndpointUrl) -> String {
     }
 }
 
+/// The path of a legacy completion on an OpenAI-compatible endpoint (the only kind whose
+/// models may serve them: the config refuses `completions` on another kind).
+pub fn completions_path(endpoint: &EndpointUrl) -> String {
+    format!("{}/v1/completions", endpoint.base_path)
+}
+
+/// The path of a Responses API request on a provider that serves it (`responses_api`).
+pub fn responses_path(endpoint: &EndpointUrl) -> String {
+    format!("{}/v1/responses", endpoint.base_path)
+}
+
 /// The path of an embeddings request on an OpenAI-compatible endpoint (the only kind that
 /// serves them: the config refuses an embedding model of another kind).
 pub fn embeddings_path(endpoint: &EndpointUrl) -> String {
@@ -92,6 +103,7 @@ mod tests {
 
     fn provider(key: Option<&str>) -> Provider {
         Provider {
+            responses_api: false,
             name: "p".into(),
             kind: ProviderKind::OpenAi,
             endpoints: vec![],

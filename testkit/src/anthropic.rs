@@ -112,6 +112,10 @@ fn sse(name: &str, data: Value) -> Vec<u8> {
     format!("event: {name}\ndata: {data}\n\n").into_bytes()
 }
 
+/// The thinking block the fake writes when asked to think, and its signature.
+pub const THOUGHT: &str = "The user wants a greeting.";
+pub const SIGNATURE: &str = "EqQBCgIYAhIMfakeSignature";
+
 fn wants_tools(body: &Value) -> bool {
     let has_tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
     let last = body["messages"].as_array().and_then(|m| m.last());
@@ -170,10 +174,21 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
             "end_turn"
         };
         let tool_blocks = [("toolu_01", "Paris"), ("toolu_02", "Tokyo")];
+        // Asked to think (`thinking` enabled or adaptive): a thinking block with its signature
+        // comes first, as Claude's do.
+        let thinks = matches!(
+            body["thinking"]["type"].as_str(),
+            Some("enabled" | "adaptive")
+        );
+        let first = usize::from(thinks);
         if !stream {
-            let mut content = vec![
+            let mut content = vec![];
+            if thinks {
+                content.push(json!({"type":"thinking","thinking": THOUGHT,"signature": SIGNATURE}));
+            }
+            content.extend([
                 json!({"type":"text","text": if tools { "Let me check both.".to_string() } else { words.concat() }}),
-            ];
+            ]);
             if tools {
                 for (id, city) in tool_blocks {
                     content.push(json!({"type":"tool_use","id": id,"name":"get_weather","input":{"city": city}}));
@@ -198,7 +213,21 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
         let start = json!({"type":"message_start","message":{"id":"msg_fake","type":"message","role":"assistant",
             "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": start_usage}});
         write_chunk(&mut sock, &sse("message_start", start)).await?;
-        write_chunk(&mut sock, &sse("content_block_start", json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}))).await?;
+        if thinks {
+            let block = |t: &str, v: Value| sse(t, v);
+            write_chunk(&mut sock, &block("content_block_start", json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}))).await?;
+            write_chunk(&mut sock, &block("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking": THOUGHT}}))).await?;
+            write_chunk(&mut sock, &block("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature": SIGNATURE}}))).await?;
+            write_chunk(
+                &mut sock,
+                &block(
+                    "content_block_stop",
+                    json!({"type":"content_block_stop","index":0}),
+                ),
+            )
+            .await?;
+        }
+        write_chunk(&mut sock, &sse("content_block_start", json!({"type":"content_block_start","index":first,"content_block":{"type":"text","text":""}}))).await?;
         write_chunk(&mut sock, &sse("ping", json!({"type":"ping"}))).await?;
         let text: Vec<String> = if tools {
             vec!["Let me check both.".into()]
@@ -209,20 +238,20 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
             if mode == AnthropicMode::DieAfter(i) {
                 return Ok(());
             }
-            let d = json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text": w}});
+            let d = json!({"type":"content_block_delta","index":first,"delta":{"type":"text_delta","text": w}});
             write_chunk(&mut sock, &sse("content_block_delta", d)).await?;
         }
         write_chunk(
             &mut sock,
             &sse(
                 "content_block_stop",
-                json!({"type":"content_block_stop","index":0}),
+                json!({"type":"content_block_stop","index":first}),
             ),
         )
         .await?;
         if tools {
             for (k, (id, city)) in tool_blocks.iter().enumerate() {
-                let index = k + 1;
+                let index = first + k + 1;
                 let start = json!({"type":"content_block_start","index": index,"content_block":{"type":"tool_use","id": id,"name":"get_weather","input":{}}});
                 write_chunk(&mut sock, &sse("content_block_start", start)).await?;
                 for part in ["{\"city\": ", &format!("\"{city}\"}}")] {

@@ -150,3 +150,27 @@ pub async fn check(url: &str, account: &str, initial: i64, ok: &[String]) {
         "{free} usage rows charged nothing though every request produced output"
     );
 }
+
+/// Moves the account's stored responses past their retention, as the days would: their rows
+/// stay, their expiry now in the past (the gateway's reads treat them as the reaper leaves
+/// them).
+pub async fn expire_responses(url: &str, account: &str) {
+    let sql = "UPDATE responses SET expires_at = 1 WHERE account_id = $1";
+    if url.starts_with("sqlite:") {
+        let p = sqlx::SqlitePool::connect(url).await.expect("the ledger");
+        sqlx::query(sql)
+            .bind(account)
+            .execute(&p)
+            .await
+            .expect("expire");
+        p.close().await;
+    } else {
+        let p = sqlx::PgPool::connect(url).await.expect("the ledger");
+        sqlx::query(sql)
+            .bind(account)
+            .execute(&p)
+            .await
+            .expect("expire");
+        p.close().await;
+    }
+}

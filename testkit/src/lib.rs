@@ -21,7 +21,10 @@
 //!   again.
 //! - [`tmpfs`]: [`SmallTmpfs`], a tmpfs of a few hundred KB, to fill up (ENOSPC) and free.
 //! - [`books`]: an account's balance, holds and usage rows read straight from the ledger, and
-//!   the fault tests' check that they balance.
+//!   the fault tests' check that they balance; stored responses aged past their retention.
+//! - [`legacy`]: the fake provider's legacy `/v1/completions`, JSON and streamed.
+//! - [`responses`]: the fake provider's own `/v1/responses`, for a provider that serves the
+//!   Responses API itself.
 //! - [`http`]: a small HTTP/1.1 client that shows exactly what went over the wire.
 //! - [`services`]: which Postgres and Redis the run uses, and [`skip`] for a test that cannot
 //!   run here.
@@ -39,11 +42,13 @@ pub mod fastmcp;
 pub mod floor;
 pub mod gateway;
 pub mod http;
+pub mod legacy;
 pub mod load;
 pub mod mcp;
 pub mod openai;
 pub mod postgres;
 pub mod redis;
+pub mod responses;
 pub mod services;
 pub mod stripe;
 pub mod tmpfs;
@@ -59,6 +64,8 @@ pub use mcp::{FakeToolServer, ToolMode, VERBATIM_RESULT};
 pub use openai::{user, FakeOpenAi, FakeOpenAiBuilder, Mode, Recorded};
 pub use postgres::PrivatePostgres;
 pub use redis::PrivateRedis;
-pub use services::{database_url, python_with, redis_url, services_required, skip};
+pub use services::{
+    claude_code, codex, database_url, gemini_cli, python_with, redis_url, services_required, skip,
+};
 pub use stripe::{FakeStripe, StripeMode, FAKE_STRIPE_KEY, WEBHOOK_SECRET, WEBHOOK_SECRET_OLD};
 pub use tmpfs::{is_enospc, SmallTmpfs};

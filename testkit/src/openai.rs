@@ -72,6 +72,9 @@ struct FakeState {
     record: bool,
     /// Words of the reply; each is one stream chunk.
     words: Vec<String>,
+    /// Stream a call of the request's first tool (its arguments split across deltas) instead
+    /// of text, as JSON replies always do.
+    stream_tool_calls: AtomicBool,
 }
 
 /// A running fake provider; it serves until the test's runtime ends.
@@ -131,6 +134,7 @@ impl FakeOpenAiBuilder {
             requests: Mutex::new(Vec::new()),
             health_checks: Mutex::new(Vec::new()),
             record: self.record,
+            stream_tool_calls: AtomicBool::new(false),
         });
         let addr = crate::accept::serve_fake(&self.listen, state.clone(), serve_conn).await;
         FakeOpenAi { addr, state }
@@ -167,6 +171,12 @@ impl FakeOpenAi {
     /// What the health-check path (any GET) answers: 200, or 503 when unhealthy.
     pub fn set_healthy(&self, ok: bool) {
         self.state.healthy.store(ok, Ordering::SeqCst);
+    }
+
+    /// Streams answer a request that offers tools with a call of the first one (arguments in
+    /// pieces), until the conversation carries a tool's result.
+    pub fn set_stream_tool_calls(&self, on: bool) {
+        self.state.stream_tool_calls.store(on, Ordering::SeqCst);
     }
 
     /// Health checks received so far.
@@ -289,6 +299,9 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
         }
         let body = req.json();
         let embeddings = req.path.ends_with("/v1/embeddings");
+        let native_responses = req.path.ends_with("/v1/responses");
+        let req_path_legacy =
+            req.path.ends_with("/v1/completions") && !req.path.ends_with("/chat/completions");
         if st.record {
             st.requests.lock().unwrap().push(req);
         }
@@ -328,6 +341,24 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
             }
             _ => {}
         }
+        if native_responses {
+            let reported = mode != Mode::NoUsage;
+            crate::responses::answer(
+                &mut sock,
+                &body,
+                &words,
+                FakeOpenAi::PROMPT_TOKENS,
+                reported,
+            )
+            .await?;
+            continue;
+        }
+        if req_path_legacy {
+            let cut = words.len() < st.words.len();
+            let reported = (mode != Mode::NoUsage).then(|| usage.clone());
+            crate::legacy::answer(&mut sock, &body, &words, cut, reported).await?;
+            continue;
+        }
         if embeddings {
             let tokens = match mode {
                 Mode::Usage(p, _) => Some(p),
@@ -346,7 +377,7 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
             .as_str()
             .filter(|_| !answered)
             .map(str::to_owned);
-        if let (false, Some(tool)) = (stream, tool) {
+        if let (false, Some(tool)) = (stream, tool.clone()) {
             let reply = json!({
                 "id": "chatcmpl-fake", "object": "chat.completion", "created": 1_700_000_000, "model": model,
                 "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
@@ -356,11 +387,19 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
             write_json(&mut sock, 200, reply.to_string().as_bytes()).await?;
             continue;
         }
+        // A structured-output request gets JSON text (the usage still counts the words).
+        let structured = body["response_format"]["type"] != Value::Null
+            && body["response_format"]["type"] != "text";
+        let text = if structured {
+            r#"{"city":"Paris"}"#.to_owned()
+        } else {
+            words.concat()
+        };
         if !stream {
             let mut reply = json!({
                 "id": "chatcmpl-fake", "object": "chat.completion", "created": 1_700_000_000,
                 "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": words.concat()}, "finish_reason": if words.len() < st.words.len() { "length" } else { "stop" }}],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": if words.len() < st.words.len() { "length" } else { "stop" }}],
             });
             if mode != Mode::NoUsage {
                 reply["usage"] = usage.clone();
@@ -394,6 +433,42 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
             &chunk(json!({"role":"assistant","content":""}), Value::Null),
         )
         .await?;
+        let stream_call = tool.filter(|_| st.stream_tool_calls.load(Ordering::SeqCst));
+        if let Some(tool) = stream_call {
+            let call = |f: Value, first: bool| {
+                let mut c = json!({"index": 0, "function": f});
+                if first {
+                    c["id"] = json!("call_1");
+                    c["type"] = json!("function");
+                }
+                chunk(json!({"tool_calls": [c]}), Value::Null)
+            };
+            write_chunk(
+                &mut sock,
+                &call(json!({"name": tool, "arguments": ""}), true),
+            )
+            .await?;
+            for piece in ["{\"city\":", "\"Paris\"}"] {
+                write_chunk(&mut sock, &call(json!({"arguments": piece}), false)).await?;
+            }
+            write_chunk(&mut sock, &chunk(json!({}), json!("tool_calls"))).await?;
+            if usage_asked && mode != Mode::NoUsage {
+                write_chunk(&mut sock, &event(json!({"id":"chatcmpl-fake","object":"chat.completion.chunk","created":1_700_000_000,"model":model,"choices":[],"usage":usage}))).await?;
+            }
+            write_chunk(&mut sock, b"data: [DONE]\n\n").await?;
+            sock.write_all(b"0\r\n\r\n").await?;
+            continue;
+        }
+        if structured {
+            write_chunk(&mut sock, &chunk(json!({"content": text}), Value::Null)).await?;
+            write_chunk(&mut sock, &chunk(json!({}), json!("stop"))).await?;
+            if usage_asked && mode != Mode::NoUsage {
+                write_chunk(&mut sock, &event(json!({"id":"chatcmpl-fake","object":"chat.completion.chunk","created":1_700_000_000,"model":model,"choices":[],"usage":usage}))).await?;
+            }
+            write_chunk(&mut sock, b"data: [DONE]\n\n").await?;
+            sock.write_all(b"0\r\n\r\n").await?;
+            continue;
+        }
         if let Mode::Huge(n) = mode {
             let text = "x".repeat(16 * 1024);
             for _ in 0..n {

@@ -69,3 +69,40 @@ pub fn python_with(import_check: &str) -> Option<String> {
             .is_ok_and(|o| o.status.success())
     })
 }
+
+/// A coding agent's binary for its interoperability test: the path in `env_var`, then the copy
+/// `./dev test` installs under `.tools/` (`local`, relative to the repository). `None` when
+/// neither answers `--version`.
+fn agent(env_var: &str, local: &str) -> Option<String> {
+    let local = format!("{}/../.tools/{local}", env!("CARGO_MANIFEST_DIR"));
+    [std::env::var(env_var).ok(), Some(local)]
+        .into_iter()
+        .flatten()
+        .find(|bin| {
+            std::process::Command::new(bin)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
+/// The Codex CLI (npm `@openai/codex`, whose Linux binary ships in the registry package):
+/// `TOLLGATE_TEST_CODEX`, else `.tools/codex`.
+pub fn codex() -> Option<String> {
+    agent("TOLLGATE_TEST_CODEX", "codex/node_modules/.bin/codex")
+}
+
+/// Claude Code (npm `@anthropic-ai/claude-code`; its native binary ships in the platform
+/// package beside it): `TOLLGATE_TEST_CLAUDE`, else `.tools/claude`.
+pub fn claude_code() -> Option<String> {
+    agent(
+        "TOLLGATE_TEST_CLAUDE",
+        "claude/node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+    )
+}
+
+/// The Gemini CLI (npm `@google/gemini-cli`, run by the machine's Node.js):
+/// `TOLLGATE_TEST_GEMINI`, else `.tools/gemini`.
+pub fn gemini_cli() -> Option<String> {
+    agent("TOLLGATE_TEST_GEMINI", "gemini/node_modules/.bin/gemini")
+}

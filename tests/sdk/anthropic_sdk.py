@@ -45,6 +45,23 @@ for model in ["claude-tools", "gpt"]:
     print(f"ok tools via {model}")
 
 
+# Today's Messages API: a system turn inside messages, thinking, a beta header. Claude's thinking
+# block and its signature come back as sent; toward an OpenAI-compatible model thinking is left
+# out (its models reason, or not, on their own) and the system turn stays where it stands.
+today = [{"role": "user", "content": "hi"}, {"role": "system", "content": "Be brief."},
+         {"role": "user", "content": "again"}]
+m = client.messages.create(model="claude", max_tokens=2000, messages=today,
+                           thinking={"type": "enabled", "budget_tokens": 1024},
+                           extra_headers={"anthropic-beta": "mid-conversation-system-2026-04-07"})
+assert m.content[0].type == "thinking" and m.content[0].signature, m.content
+assert m.content[1].type == "text", m.content
+m = client.messages.create(model="gpt", max_tokens=200, messages=today,
+                           thinking={"type": "enabled", "budget_tokens": 100},
+                           extra_headers={"anthropic-beta": "mid-conversation-system-2026-04-07"})
+assert m.content[0].type == "text", m.content
+print("ok system turn, thinking, beta header")
+
+
 def expect(exc, call):
     try:
         call()

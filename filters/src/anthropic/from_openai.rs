@@ -225,7 +225,7 @@ impl StreamTranslator for FromOpenAi {
         out
     }
 
-    fn error_event(&self, err: &GatewayError) -> Vec<u8> {
+    fn error_event(&mut self, err: &GatewayError) -> Vec<u8> {
         super::error::error_event(err)
     }
 }

@@ -32,6 +32,12 @@ pub(super) fn check_openai_translatable(b: &Inbound<'_>) -> Result<(), GatewayEr
         };
         for (j, block) in blocks.iter().enumerate() {
             let at = format!("messages[{i}].content[{j}]");
+            if turn.system && block.ty != "text" {
+                return Err(refuse(
+                    format!("{at}.type"),
+                    "a system turn's non-text block",
+                ));
+            }
             match block.ty.as_ref() {
                 "text" | "tool_use" | "thinking" | "redacted_thinking" => {}
                 "image" => {
@@ -232,6 +238,8 @@ pub(super) fn openai_messages(b: &Inbound<'_>, out: &mut Vec<u8>) {
                 let mut m = Obj::new(list.next());
                 let role = if turn.assistant {
                     r#""assistant""#
+                } else if turn.system {
+                    r#""system""#
                 } else {
                     r#""user""#
                 };
@@ -240,6 +248,18 @@ pub(super) fn openai_messages(b: &Inbound<'_>, out: &mut Vec<u8>) {
                 m.end();
             }
             Content::Blocks(blocks) if turn.assistant => assistant_message(blocks, list.next()),
+            Content::Blocks(blocks) if turn.system => {
+                // A system turn's text blocks, joined, where the turn stands.
+                let texts: Vec<&RawValue> = blocks
+                    .iter()
+                    .filter(|b| b.ty == "text")
+                    .filter_map(|b| b.get("text"))
+                    .collect();
+                let mut m = Obj::new(list.next());
+                m.raw("role", r#""system""#);
+                joined(m.key("content"), &texts, "\\n\\n");
+                m.end();
+            }
             Content::Blocks(blocks) => user_messages(blocks, &mut list),
         }
     }

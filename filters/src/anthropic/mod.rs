@@ -34,6 +34,8 @@ mod tests_request;
 mod tests_stream;
 #[cfg(test)]
 mod tests_stream_openai;
+#[cfg(test)]
+mod tests_today;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;

@@ -171,7 +171,7 @@ impl StreamTranslator for Passthrough {
         out
     }
 
-    fn error_event(&self, err: &GatewayError) -> Vec<u8> {
+    fn error_event(&mut self, err: &GatewayError) -> Vec<u8> {
         super::error::error_event(err)
     }
 }

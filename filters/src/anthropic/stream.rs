@@ -188,7 +188,7 @@ impl StreamTranslator for ToOpenAi {
         out
     }
 
-    fn error_event(&self, err: &GatewayError) -> Vec<u8> {
+    fn error_event(&mut self, err: &GatewayError) -> Vec<u8> {
         sse_event(&err.to_value())
     }
 }

@@ -176,7 +176,7 @@ fn each_bad_input_is_refused_by_name() {
     bad(&|v| v["messages"] = json!({}), "messages");
     bad(&|v| v["messages"] = json!([]), "messages");
     bad(
-        &|v| v["messages"] = json!([{"role":"system","content":"x"}]),
+        &|v| v["messages"] = json!([{"role":"tool","content":"x"}]),
         "messages[0].role",
     );
     bad(

@@ -29,6 +29,9 @@ pub(super) struct Inbound<'a> {
 #[derive(Debug, Clone)]
 pub(super) struct Turn<'a> {
     pub assistant: bool,
+    /// A `system` turn inside `messages` (today's API: instructions given mid-conversation,
+    /// which Claude Code sends).
+    pub system: bool,
     pub content: Content<'a>,
 }
 
@@ -287,13 +290,14 @@ fn check_message(i: usize, m: &RawValue) -> Result<Turn<'_>, GatewayError> {
     let Some(m) = raw::object(m) else {
         return Err(bad(&format!("messages[{i}]"), "must be an object"));
     };
-    let assistant = match raw::get(&m, "role").and_then(raw::as_str).as_deref() {
-        Some("user") => false,
-        Some("assistant") => true,
+    let (assistant, system) = match raw::get(&m, "role").and_then(raw::as_str).as_deref() {
+        Some("user") => (false, false),
+        Some("assistant") => (true, false),
+        Some("system") => (false, true),
         _ => {
             return Err(bad(
                 &format!("messages[{i}].role"),
-                "must be \"user\" or \"assistant\"",
+                "must be \"user\", \"assistant\" or \"system\"",
             ))
         }
     };
@@ -307,6 +311,7 @@ fn check_message(i: usize, m: &RawValue) -> Result<Turn<'_>, GatewayError> {
         Some(c) if raw::is_string(c) => {
             return Ok(Turn {
                 assistant,
+                system,
                 content: Content::Text(c),
             })
         }
@@ -339,6 +344,7 @@ fn check_message(i: usize, m: &RawValue) -> Result<Turn<'_>, GatewayError> {
     }
     Ok(Turn {
         assistant,
+        system,
         content: Content::Blocks(typed),
     })
 }

@@ -5,6 +5,8 @@
 //! - [`stream`]: per-event rewriting of an SSE stream, and the chunks the gateway adds.
 //! - [`completion`]: the rewrite of a non-streaming reply.
 //! - [`embeddings`]: `POST /v1/embeddings`, its request checked and its reply rewritten.
+//! - [`legacy`]: `POST /v1/completions` (legacy text completions): the request checked, its
+//!   upstream body, the reply and stream chunks rewritten.
 //! - `tools`: the checks of `tools` and `tool_choice`.
 //!
 //! Members are read in place and bodies spliced by `crate::json` (shared with the Anthropic
@@ -12,6 +14,7 @@
 
 pub mod completion;
 pub mod embeddings;
+pub mod legacy;
 pub mod request;
 pub mod stream;
 #[cfg(test)]

@@ -1,0 +1,498 @@
+//! A `POST /v1/responses` body, validated as OpenAI documents it, and its conversation written
+//! as a chat-completions body: the pipeline's one internal request shape (DESIGN.md, "Front
+//! doors"), which every provider kind already converts from.
+//!
+//! What the chat shape cannot carry is refused by name before anything is held (a hosted tool,
+//! a file input, an `include` the gateway cannot honour); what only the gateway reads (`store`,
+//! `previous_response_id`, `metadata`) stays here and is echoed in the response object.
+//! Members this module does not know (`user`, `prompt_cache_key`, `client_metadata`, whatever
+//! the API adds next) change nothing a chat provider does and are let through unread, as the
+//! chat route passes on members it does not know: a client one release ahead still works.
+
+use serde_json::{json, Map, Value};
+
+use super::items::{items_to_messages, namespaced_name, normalize_input};
+use crate::GatewayError;
+
+/// The longest model name accepted (as on the chat route).
+const MAX_MODEL_BYTES: usize = 256;
+/// `metadata`: at most 16 pairs, keys up to 64 characters, values up to 512 (OpenAI's limits).
+const MAX_METADATA: usize = 16;
+/// The `include` values the gateway can honour: it returns no encrypted reasoning, so asking
+/// for it (Codex does, with `store: false`) gets none and nothing breaks.
+const INCLUDES: &[&str] = &["reasoning.encrypted_content"];
+
+fn field_err(field: &str, what: impl std::fmt::Display) -> GatewayError {
+    GatewayError::invalid(format!("{field}: {what}"))
+}
+
+/// A validated Responses request.
+#[derive(Debug, Clone)]
+pub struct ResponsesRequest {
+    pub model: String,
+    pub stream: bool,
+    /// `store` (default true): keep the response and its input for `previous_response_id`.
+    pub store: bool,
+    pub previous_response_id: Option<String>,
+    /// This request's input as items (a string input is one user message).
+    pub input: Vec<Value>,
+    /// The body's size as sent, for the prompt estimate.
+    pub raw_len: usize,
+    /// What the response object echoes back.
+    pub frame: Frame,
+    instructions: Option<String>,
+    /// Chat-completions members written as they are (`tools`, `tool_choice`, `temperature`, …).
+    chat_members: Map<String, Value>,
+    /// The body as sent, for a provider that serves the Responses API itself.
+    pub(super) body: Map<String, Value>,
+}
+
+/// The request's settings as a response object repeats them.
+#[derive(Debug, Clone, Default)]
+pub struct Frame {
+    pub instructions: Value,
+    pub max_output_tokens: Value,
+    pub metadata: Value,
+    pub parallel_tool_calls: bool,
+    pub previous_response_id: Value,
+    pub reasoning: Value,
+    pub store: bool,
+    pub temperature: Value,
+    pub text: Value,
+    pub tool_choice: Value,
+    pub tools: Value,
+    pub top_p: Value,
+    pub truncation: Value,
+    pub user: Value,
+    /// The functions of `namespace` tools: (the chat tool's name, namespace, name).
+    pub namespaced: Vec<(String, String, String)>,
+}
+
+impl Frame {
+    /// A chat tool call's function name as the client knows it: (name, its namespace).
+    pub fn call_name<'a>(&'a self, chat_name: &'a str) -> (&'a str, Option<&'a str>) {
+        match self.namespaced.iter().find(|(c, _, _)| c == chat_name) {
+            Some((_, ns, name)) => (name, Some(ns)),
+            None => (chat_name, None),
+        }
+    }
+}
+
+/// Parses and validates a Responses body.
+pub fn parse_responses_request(raw: &[u8]) -> Result<ResponsesRequest, GatewayError> {
+    let body: Value = serde_json::from_slice(raw)
+        .map_err(|e| GatewayError::invalid(format!("body: malformed JSON ({e})")))?;
+    let Value::Object(body) = body else {
+        return Err(GatewayError::invalid("body: must be a JSON object"));
+    };
+    let get = |k: &str| body.get(k).filter(|v| !v.is_null());
+    let model = match get("model") {
+        None => return Err(field_err("model", "is required")),
+        Some(Value::String(s)) if s.trim().is_empty() => {
+            return Err(field_err("model", "must not be empty"))
+        }
+        Some(Value::String(s)) if s.len() > MAX_MODEL_BYTES => {
+            return Err(field_err("model", "must be at most 256 bytes"))
+        }
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(field_err("model", "must be a string")),
+    };
+    let previous_response_id = match get("previous_response_id") {
+        None => None,
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= 128 => Some(s.clone()),
+        Some(_) => {
+            return Err(field_err(
+                "previous_response_id",
+                "must be a response id (a string)",
+            ))
+        }
+    };
+    let input = match get("input") {
+        None if previous_response_id.is_some() => Vec::new(),
+        None => return Err(field_err("input", "is required")),
+        Some(v) => normalize_input(v)?,
+    };
+    let instructions = match get("instructions") {
+        None => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(field_err("instructions", "must be a string")),
+    };
+    let flag = |k: &str, default: bool| match get(k) {
+        None => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(field_err(k, "must be a boolean")),
+    };
+    let stream = flag("stream", false)?;
+    let store = flag("store", true)?;
+    let parallel_tool_calls = flag("parallel_tool_calls", true)?;
+    if flag("background", false)? {
+        return Err(field_err(
+            "background",
+            "background responses are not supported; send the request and wait, or stream it",
+        ));
+    }
+
+    let mut chat = Map::new();
+    let number = |k: &str, lo: f64, hi: f64| -> Result<Option<Value>, GatewayError> {
+        match get(k) {
+            None => Ok(None),
+            Some(v) => match v.as_f64() {
+                Some(x) if (lo..=hi).contains(&x) => Ok(Some(v.clone())),
+                _ => Err(field_err(k, format!("must be a number from {lo} to {hi}"))),
+            },
+        }
+    };
+    if let Some(t) = number("temperature", 0.0, 2.0)? {
+        chat.insert("temperature".into(), t);
+    }
+    if let Some(p) = number("top_p", 0.0, 1.0)? {
+        chat.insert("top_p".into(), p);
+    }
+    let max_output_tokens = match get("max_output_tokens") {
+        None => None,
+        Some(v) => match v.as_u64() {
+            Some(n) if n >= 1 => Some(n),
+            _ => return Err(field_err("max_output_tokens", "must be a positive integer")),
+        },
+    };
+    if let Some(n) = max_output_tokens {
+        chat.insert("max_tokens".into(), n.into());
+    }
+    if let Some(v) = get("top_logprobs") {
+        if v.as_u64() != Some(0) {
+            return Err(field_err(
+                "top_logprobs",
+                "log probabilities are not supported",
+            ));
+        }
+    }
+    if let Some(v) = get("truncation") {
+        if !matches!(v.as_str(), Some("disabled" | "auto")) {
+            return Err(field_err("truncation", "must be \"disabled\" or \"auto\""));
+        }
+    }
+    for unsupported in ["prompt", "conversation", "max_tool_calls"] {
+        if get(unsupported).is_some() {
+            return Err(field_err(unsupported, "is not supported by this gateway"));
+        }
+    }
+    if let Some(inc) = get("include") {
+        let Some(list) = inc.as_array() else {
+            return Err(field_err("include", "must be an array of strings"));
+        };
+        for (i, v) in list.iter().enumerate() {
+            match v.as_str() {
+                Some(s) if INCLUDES.contains(&s) => {}
+                Some(s) => {
+                    return Err(field_err(
+                        &format!("include[{i}]"),
+                        format!("`{s}` is not supported"),
+                    ))
+                }
+                None => return Err(field_err(&format!("include[{i}]"), "must be a string")),
+            }
+        }
+    }
+    let metadata = match get("metadata") {
+        None => Value::Null,
+        Some(m) => check_metadata(m)?,
+    };
+    let mut namespaced = Vec::new();
+    let mut tools = Vec::new();
+    match get("tools") {
+        None => {}
+        Some(Value::Array(list)) => {
+            for (i, t) in list.iter().enumerate() {
+                chat_tools(i, t, &mut tools, &mut namespaced)?;
+            }
+        }
+        Some(_) => return Err(field_err("tools", "must be an array")),
+    }
+    if !tools.is_empty() {
+        chat.insert("tools".into(), Value::Array(tools));
+        chat.insert("parallel_tool_calls".into(), parallel_tool_calls.into());
+    }
+    if let Some(choice) = get("tool_choice") {
+        chat.insert("tool_choice".into(), chat_tool_choice(choice)?);
+    }
+    if let Some(text) = get("text") {
+        read_text(text, &mut chat)?;
+    }
+    if let Some(reasoning) = get("reasoning") {
+        let Some(r) = reasoning.as_object() else {
+            return Err(field_err("reasoning", "must be an object"));
+        };
+        match r.get("effort").filter(|v| !v.is_null()) {
+            None => {}
+            Some(Value::String(e))
+                if ["none", "minimal", "low", "medium", "high", "xhigh"].contains(&e.as_str()) =>
+            {
+                chat.insert("reasoning_effort".into(), e.clone().into());
+            }
+            Some(_) => {
+                return Err(field_err(
+                    "reasoning.effort",
+                    "must be one of none, minimal, low, medium, high, xhigh",
+                ))
+            }
+        }
+    }
+    let echo = |k: &str| get(k).cloned().unwrap_or(Value::Null);
+    let frame = Frame {
+        instructions: instructions.clone().map_or(Value::Null, Value::String),
+        max_output_tokens: max_output_tokens.map_or(Value::Null, Value::from),
+        metadata: if metadata.is_null() {
+            json!({})
+        } else {
+            metadata
+        },
+        parallel_tool_calls,
+        previous_response_id: previous_response_id
+            .clone()
+            .map_or(Value::Null, Value::String),
+        reasoning: get("reasoning")
+            .cloned()
+            .unwrap_or(json!({"effort": null, "summary": null})),
+        store,
+        temperature: echo("temperature"),
+        text: get("text")
+            .cloned()
+            .unwrap_or(json!({"format": {"type": "text"}})),
+        tool_choice: get("tool_choice").cloned().unwrap_or(json!("auto")),
+        tools: get("tools").cloned().unwrap_or(json!([])),
+        top_p: echo("top_p"),
+        truncation: get("truncation").cloned().unwrap_or(json!("disabled")),
+        user: echo("user"),
+        namespaced,
+    };
+    Ok(ResponsesRequest {
+        model,
+        stream,
+        store,
+        previous_response_id,
+        input,
+        raw_len: raw.len(),
+        frame,
+        instructions,
+        chat_members: chat,
+        body,
+    })
+}
+
+impl ResponsesRequest {
+    /// The conversation as a chat-completions body: this request's `instructions` as the system
+    /// message, then `history` (the items of the `previous_response_id` chain, oldest first),
+    /// then this request's input; `stream_options.include_usage` on a stream, so the gateway
+    /// always reads the provider's usage.
+    pub fn chat_body(&self, history: &[Value]) -> Result<Vec<u8>, GatewayError> {
+        let mut messages = Vec::new();
+        if let Some(i) = &self.instructions {
+            messages.push(json!({"role": "system", "content": i}));
+        }
+        items_to_messages(history, "previous_response_id", &mut messages)?;
+        items_to_messages(&self.input, "input", &mut messages)?;
+        if messages.is_empty() {
+            return Err(field_err("input", "must contain at least one item"));
+        }
+        let mut body = Map::new();
+        body.insert("model".into(), self.model.clone().into());
+        body.insert("messages".into(), Value::Array(messages));
+        for (k, v) in &self.chat_members {
+            body.insert(k.clone(), v.clone());
+        }
+        if self.stream {
+            body.insert("stream".into(), true.into());
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        serde_json::to_vec(&Value::Object(body))
+            .map_err(|e| GatewayError::invalid(format!("body: {e}")))
+    }
+}
+
+/// A Responses tool as chat tools: a function tool (`name`, `parameters` at the top level) is
+/// one; a `namespace` tool's functions are one each, named `{namespace}__{name}` (recorded in
+/// `namespaced`, so a call is answered with its name and namespace). A hosted tool (web search,
+/// file search, a computer, …) runs at OpenAI, which no chat provider can stand in for: refused.
+fn chat_tools(
+    i: usize,
+    t: &Value,
+    out: &mut Vec<Value>,
+    namespaced: &mut Vec<(String, String, String)>,
+) -> Result<(), GatewayError> {
+    let at = format!("tools[{i}]");
+    if t.get("type").and_then(Value::as_str) != Some("namespace") {
+        out.push(chat_tool(&at, t, None)?);
+        return Ok(());
+    }
+    let ns = match t.get("name").and_then(Value::as_str) {
+        Some(n) if !n.is_empty() => n,
+        _ => {
+            return Err(field_err(
+                &format!("{at}.name"),
+                "must be a non-empty string",
+            ))
+        }
+    };
+    let Some(list) = t.get("tools").and_then(Value::as_array) else {
+        return Err(field_err(
+            &format!("{at}.tools"),
+            "must be an array of function tools",
+        ));
+    };
+    for (j, inner) in list.iter().enumerate() {
+        let tool = chat_tool(&format!("{at}.tools[{j}]"), inner, Some(ns))?;
+        let name = inner["name"].as_str().unwrap_or_default();
+        namespaced.push((namespaced_name(ns, name), ns.to_owned(), name.to_owned()));
+        out.push(tool);
+    }
+    Ok(())
+}
+
+fn chat_tool(at: &str, t: &Value, namespace: Option<&str>) -> Result<Value, GatewayError> {
+    let at = |f: &str| format!("{at}{f}");
+    let Some(t) = t.as_object() else {
+        return Err(field_err(&at(""), "must be an object"));
+    };
+    match t.get("type").and_then(Value::as_str) {
+        Some("function") => {}
+        Some(other) => {
+            return Err(field_err(
+                &at(".type"),
+                format!("`{other}` tools are not supported: only function tools (hosted tools run at OpenAI; in Codex, set web_search = \"disabled\")"),
+            ))
+        }
+        None => return Err(field_err(&at(".type"), "is required")),
+    }
+    let name = match t.get("name").and_then(Value::as_str) {
+        Some(n) if !n.is_empty() => n,
+        _ => return Err(field_err(&at(".name"), "must be a non-empty string")),
+    };
+    let mut f = Map::new();
+    match namespace {
+        Some(ns) => f.insert("name".into(), namespaced_name(ns, name).into()),
+        None => f.insert("name".into(), name.into()),
+    };
+    if let Some(d) = t.get("description").filter(|v| !v.is_null()) {
+        if !d.is_string() {
+            return Err(field_err(&at(".description"), "must be a string"));
+        }
+        f.insert("description".into(), d.clone());
+    }
+    if let Some(p) = t.get("parameters").filter(|v| !v.is_null()) {
+        if !p.is_object() {
+            return Err(field_err(
+                &at(".parameters"),
+                "must be a JSON Schema object",
+            ));
+        }
+        f.insert("parameters".into(), p.clone());
+    }
+    if let Some(s) = t.get("strict").filter(|v| !v.is_null()) {
+        if !s.is_boolean() {
+            return Err(field_err(&at(".strict"), "must be a boolean"));
+        }
+        f.insert("strict".into(), s.clone());
+    }
+    Ok(json!({"type": "function", "function": f}))
+}
+
+fn chat_tool_choice(choice: &Value) -> Result<Value, GatewayError> {
+    match choice {
+        Value::String(s) if ["auto", "none", "required"].contains(&s.as_str()) => {
+            Ok(choice.clone())
+        }
+        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
+            match o.get("name").and_then(Value::as_str) {
+                Some(n) if !n.is_empty() => {
+                    Ok(json!({"type": "function", "function": {"name": n}}))
+                }
+                _ => Err(field_err("tool_choice.name", "must be a non-empty string")),
+            }
+        }
+        _ => Err(field_err(
+            "tool_choice",
+            "must be \"auto\", \"none\", \"required\" or {\"type\":\"function\",\"name\":…}",
+        )),
+    }
+}
+
+/// `text.format` as the chat request's `response_format`; `text.verbosity` as `verbosity`.
+fn read_text(text: &Value, chat: &mut Map<String, Value>) -> Result<(), GatewayError> {
+    let Some(t) = text.as_object() else {
+        return Err(field_err("text", "must be an object"));
+    };
+    if let Some(v) = t.get("verbosity").filter(|v| !v.is_null()) {
+        match v.as_str() {
+            Some("low" | "medium" | "high") => {
+                chat.insert("verbosity".into(), v.clone());
+            }
+            _ => return Err(field_err("text.verbosity", "must be low, medium or high")),
+        }
+    }
+    let Some(format) = t.get("format").filter(|v| !v.is_null()) else {
+        return Ok(());
+    };
+    let Some(f) = format.as_object() else {
+        return Err(field_err("text.format", "must be an object"));
+    };
+    match f.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(()),
+        Some("json_object") => {
+            chat.insert("response_format".into(), json!({"type": "json_object"}));
+            Ok(())
+        }
+        Some("json_schema") => {
+            let name = match f.get("name").and_then(Value::as_str) {
+                Some(n) if !n.is_empty() => n,
+                _ => return Err(field_err("text.format.name", "is required")),
+            };
+            let Some(schema) = f.get("schema").filter(|s| s.is_object()) else {
+                return Err(field_err(
+                    "text.format.schema",
+                    "must be a JSON Schema object",
+                ));
+            };
+            let mut js = Map::new();
+            js.insert("name".into(), name.into());
+            js.insert("schema".into(), schema.clone());
+            for k in ["strict", "description"] {
+                if let Some(v) = f.get(k).filter(|v| !v.is_null()) {
+                    js.insert(k.into(), v.clone());
+                }
+            }
+            chat.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": js}),
+            );
+            Ok(())
+        }
+        _ => Err(field_err(
+            "text.format.type",
+            "must be \"text\", \"json_object\" or \"json_schema\"",
+        )),
+    }
+}
+
+fn check_metadata(m: &Value) -> Result<Value, GatewayError> {
+    let Some(o) = m.as_object() else {
+        return Err(field_err("metadata", "must be an object of strings"));
+    };
+    if o.len() > MAX_METADATA {
+        return Err(field_err("metadata", "may hold at most 16 pairs"));
+    }
+    for (k, v) in o {
+        if k.chars().count() > 64 {
+            return Err(field_err("metadata", "keys may be at most 64 characters"));
+        }
+        match v.as_str() {
+            Some(s) if s.chars().count() <= 512 => {}
+            _ => {
+                return Err(field_err(
+                    &format!("metadata.{k}"),
+                    "must be a string of at most 512 characters",
+                ))
+            }
+        }
+    }
+    Ok(m.clone())
+}
