@@ -113,6 +113,7 @@ fn bench_limiter(c: &mut Criterion) {
         None,
         FailureMode::FailOpen,
         std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(30),
     );
     let mut n = 0u64;
     c.bench_function("limiter_check/in_process", |b| {
@@ -136,6 +137,7 @@ fn bench_limiter(c: &mut Criterion) {
             Some((format!("bench{}{lease}", std::process::id()), lease)),
             FailureMode::FailClosed,
             std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(30),
         );
         let conn = rt.block_on(async {
             redis::aio::ConnectionManager::new(redis::Client::open(url.as_str()).unwrap())

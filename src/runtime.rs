@@ -83,6 +83,7 @@ impl Shared {
                     .map(|_| (storage.redis_prefix.clone(), storage.rate_limit_reserve)),
                 storage.redis_failure_mode,
                 storage.redis_timeout,
+                storage.in_flight_ttl,
             ),
             leases: Leases::new(
                 storage.lease_holds,
@@ -121,6 +122,7 @@ impl Shared {
     pub fn meter(&self) -> Result<Meter<'_>, GatewayError> {
         Ok(Meter {
             ledger: self.ledger()?,
+            limiter: &self.limiter,
             leases: &self.leases,
             metrics: &self.metrics,
             unsettled: &self.unsettled,

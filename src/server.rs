@@ -17,6 +17,7 @@ use prometheus::{Encoder, TextEncoder};
 
 use crate::background::counters::CounterService;
 use crate::background::health::HealthService;
+use crate::background::in_flight::InFlightService;
 use crate::background::leases::LeaseService;
 use crate::background::ledger::LedgerService;
 use crate::background::limiter_sweep::LimiterSweepService;
@@ -97,6 +98,10 @@ pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, Stri
     server.add_service(background_service(
         "rate-limit sweep",
         LimiterSweepService(shared.clone()),
+    ));
+    server.add_service(background_service(
+        "in-flight slots",
+        InFlightService(shared.clone()),
     ));
     server.add_service(background_service(
         "tool lists",

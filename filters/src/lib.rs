@@ -30,6 +30,7 @@
 //!   route candidates over a health snapshot.
 //! - [`credits`]: integer micro-credit arithmetic: the hold's size before forwarding, the cost
 //!   at settlement.
+//! - [`budget`]: a key's budget period (day, week, month, lifetime) in UTC.
 //! - [`sse`]: the incremental Server-Sent Events decoder (events split at any byte, bounded
 //!   buffer) that feeds a stream translator.
 //! - [`translator`]: what the stream relay asks of a translator
@@ -51,6 +52,7 @@
 #![forbid(unsafe_code)]
 
 pub mod anthropic;
+pub mod budget;
 pub mod changelog;
 pub mod credits;
 pub mod error;

@@ -4,9 +4,11 @@ use pingora::proxy::Session;
 use serde_json::json;
 use tollgate_filters::{keys, ErrorKind, GatewayError};
 
-use super::{random_bytes, random_id, MAX_ACCOUNT_BODY};
+use tollgate_filters::budget::Period;
+
+use super::{key_settings, random_bytes, random_id, MAX_ACCOUNT_BODY};
 use crate::auth::caller::Caller;
-use crate::ledger::NewKey;
+use crate::ledger::{KeyLimits, KeyRow, NewKey};
 use crate::request::body;
 use crate::request::ctx::RequestCtx;
 use crate::request::respond;
@@ -35,15 +37,16 @@ pub async fn list_keys(
     caller: &Caller,
 ) -> Result<(), GatewayError> {
     let account_id = caller.account()?;
-    let keys = shared.ledger()?.list_keys(account_id).await?;
-    let data: Vec<_> = keys
-        .iter()
-        .map(|k| {
-            json!({"id": k.id, "name": k.name, "prefix": k.prefix, "created_at": k.created_at / 1000,
-                   "last_used_at": k.last_used_at.map(|t| t / 1000), "revoked": k.revoked,
-                   "expires_at": k.expires_at.map(|t| t / 1000), "allowed_models": k.allowed_models})
-        })
-        .collect();
+    let ledger = shared.ledger()?;
+    // This instance's metered rows first, so that what a key spent includes them.
+    drop(shared.leases.flush(ledger, account_id).await?);
+    let keys = ledger.list_keys(account_id).await?;
+    let now = crate::clock::now_ms();
+    let mut data = Vec::with_capacity(keys.len());
+    for k in &keys {
+        let spent = spent(shared, k, now).await;
+        data.push(key_settings::show(k, spent, now));
+    }
     respond::json(
         session,
         ctx,
@@ -53,6 +56,23 @@ pub async fn list_keys(
     )
     .await;
     Ok(())
+}
+
+/// What a key spent in its budget's period (from the budget counters, which every instance
+/// shares), or in its lifetime without a budget; `None` when the stores cannot say.
+async fn spent(shared: &Shared, k: &KeyRow, now: i64) -> Option<i64> {
+    let ledger = shared.ledger().ok()?;
+    let read = match k.limits.budget {
+        Some((_, period)) => shared
+            .limiter
+            .budgets
+            .spent(&shared.limiter, ledger, &k.id, period, now)
+            .await
+            .map_err(|e| e.0),
+        None => ledger.key_spent(&k.id, 0).await.map_err(|e| e.to_string()),
+    };
+    read.inspect_err(|e| tracing::warn!(key = %k.id, "could not read what the key spent: {e}"))
+        .ok()
 }
 
 pub async fn create_key(
@@ -74,82 +94,44 @@ pub async fn create_key(
         return Err(GatewayError::invalid("name: must be 1 to 100 characters"));
     }
     let now = crate::clock::now_ms();
-    let expires_at = expiry(&m, now)?.flatten();
-    let models = allowed_models(shared, &m)?.flatten();
+    let settings = key_settings::parse(shared, &m, now)?;
     let (secret, key) = new_key(name)?;
-    let stored = models.as_ref().map(|l| json!(l).to_string());
     ledger
-        .insert_key_with(&account_id, &key, now, expires_at, stored.as_deref())
+        .insert_key_with(&account_id, &key, now, &settings)
         .await?;
-    let v = json!({"id": key.id, "name": key.name, "prefix": key.prefix, "created_at": now / 1000,
-                   "expires_at": expires_at.map(|t| t / 1000), "allowed_models": models, "key": secret});
+    let row = KeyRow {
+        id: key.id.clone(),
+        name: key.name.clone(),
+        prefix: key.prefix.clone(),
+        created_at: now,
+        last_used_at: None,
+        revoked: false,
+        expires_at: settings.expires_at.flatten(),
+        allowed_models: settings
+            .allowed_models
+            .flatten()
+            .and_then(|t| serde_json::from_str(&t).ok()),
+        limits: KeyLimits {
+            budget: settings.budget_micros.flatten().map(|b| {
+                (
+                    b,
+                    settings.budget_period.flatten().unwrap_or(Period::Lifetime),
+                )
+            }),
+            requests_per_minute: settings.requests_per_minute.flatten(),
+            tokens_per_minute: settings.tokens_per_minute.flatten(),
+            concurrent_requests: settings.concurrent_requests.flatten(),
+        },
+    };
+    let mut v = key_settings::show(&row, Some(0), now);
+    v["key"] = json!(secret);
     respond::json(session, ctx, 201, &v, &[]).await;
     Ok(())
 }
 
-/// `expires_at` of a key's settings: absent (`None`), `null` (`Some(None)`: never), or Unix
-/// seconds in the future (returned in milliseconds).
-fn expiry(
-    m: &serde_json::Map<String, serde_json::Value>,
-    now_ms: i64,
-) -> Result<Option<Option<i64>>, GatewayError> {
-    match m.get("expires_at") {
-        None => Ok(None),
-        Some(serde_json::Value::Null) => Ok(Some(None)),
-        Some(v) => match v.as_i64() {
-            Some(s) if s.saturating_mul(1000) > now_ms => Ok(Some(Some(s.saturating_mul(1000)))),
-            Some(_) => Err(GatewayError::invalid(
-                "expires_at: must be in the future (Unix seconds)",
-            )),
-            None => Err(GatewayError::invalid(
-                "expires_at: must be Unix seconds, or null for never",
-            )),
-        },
-    }
-}
-
-/// `allowed_models` of a key's settings: absent (`None`), `null` (`Some(None)`: every model), or
-/// a non-empty array of ids, aliases or tiers the catalog knows.
-fn allowed_models(
-    shared: &Shared,
-    m: &serde_json::Map<String, serde_json::Value>,
-) -> Result<Option<Option<Vec<String>>>, GatewayError> {
-    let list = match m.get("allowed_models") {
-        None => return Ok(None),
-        Some(serde_json::Value::Null) => return Ok(Some(None)),
-        Some(serde_json::Value::Array(a)) if !a.is_empty() && a.len() <= 256 => a,
-        Some(_) => {
-            return Err(GatewayError::invalid(
-                "allowed_models: must be a non-empty array of model ids, aliases or tiers, or null for every model",
-            ))
-        }
-    };
-    let mut names = Vec::with_capacity(list.len());
-    for (i, v) in list.iter().enumerate() {
-        match v.as_str() {
-            Some(s) if !s.is_empty() => names.push(s.to_owned()),
-            _ => {
-                return Err(GatewayError::invalid(format!(
-                    "allowed_models[{i}]: must be a model name"
-                )))
-            }
-        }
-    }
-    let rt = shared.runtime.load();
-    if let Err(i) =
-        crate::auth::allowlist::allowed(&rt.config.catalog, &names, crate::clock::now_secs())
-    {
-        return Err(GatewayError::invalid(format!(
-            "allowed_models[{i}]: no model, alias or tier `{}`",
-            names[i]
-        )));
-    }
-    Ok(Some(Some(names)))
-}
-
-/// `PATCH /api/v1/keys/{id}`: a key's settings (`expires_at`, `allowed_models`); the change
-/// holds on every instance within the key cache's lifetime, and expiry itself is checked on
-/// each request.
+/// `PATCH /api/v1/keys/{id}`: a key's settings (expiry, allowlist, budget, limits); the
+/// change holds on every instance within the key cache's lifetime, and expiry itself is
+/// checked on each request.
 pub async fn update_key(
     shared: &Shared,
     session: &mut Session,
@@ -164,51 +146,44 @@ pub async fn update_key(
         shared.runtime.load().config.timeouts.request_body,
     )
     .await?;
-    if let Some(k) = m
-        .keys()
-        .find(|k| !matches!(k.as_str(), "expires_at" | "allowed_models"))
-    {
-        return Err(GatewayError::invalid(format!(
-            "{k}: not a setting of a key (expires_at, allowed_models)"
-        )));
+    if m.contains_key("name") {
+        return Err(GatewayError::invalid(
+            "name: a key's name is set when it is created",
+        ));
     }
-    // Both checked before either is written: a bad one changes nothing.
-    let expires_at = expiry(&m, crate::clock::now_ms())?;
-    let models = allowed_models(shared, &m)?;
-    if expires_at.is_none() && models.is_none() {
+    let now = crate::clock::now_ms();
+    let change = key_settings::parse(shared, &m, now)?;
+    if change.is_empty() {
         return Err(GatewayError::invalid("body: no setting to change"));
     }
     let ledger = shared.ledger()?;
-    let missing = || {
-        GatewayError::new(
+    let Some(hash) = ledger.change_key(account_id, key_id, &change).await? else {
+        return Err(GatewayError::new(
             ErrorKind::NotFound,
             format!("no key `{key_id}` on this account"),
-        )
+        ));
     };
-    let mut v = json!({ "id": key_id });
-    if let Some(at) = expires_at {
-        let hash = ledger
-            .set_key_expiry(account_id, key_id, at)
-            .await?
-            .ok_or_else(missing)?;
-        shared.keys.evict(&hash);
-        v["expires_at"] = json!(at.map(|t| t / 1000));
-    }
-    if let Some(list) = &models {
-        let stored = list.as_ref().map(|l| json!(l).to_string());
-        let hash = ledger
-            .set_key_models(account_id, key_id, stored.as_deref())
-            .await?
-            .ok_or_else(missing)?;
-        shared.keys.evict(&hash);
-        v["allowed_models"] = json!(list);
-    }
-    respond::json(session, ctx, 200, &v, &[]).await;
+    shared.keys.evict(&hash);
+    let row = ledger
+        .list_keys(account_id)
+        .await?
+        .into_iter()
+        .find(|k| k.id == key_id)
+        .ok_or_else(|| GatewayError::internal("the key changed is gone"))?;
+    let spent = spent(shared, &row, now).await;
+    respond::json(
+        session,
+        ctx,
+        200,
+        &key_settings::show(&row, spent, now),
+        &[],
+    )
+    .await;
     Ok(())
 }
 
-/// `POST /api/v1/keys/{id}/rotate {grace_seconds?}`: a successor with the same name, expiry and
-/// allowlist (shown once); the old key keeps working for the grace period (default 24 h, 0:
+/// `POST /api/v1/keys/{id}/rotate {grace_seconds?}`: a successor with the same name and
+/// settings (shown once; its budget starts from nothing spent); the old key keeps working for the grace period (default 24 h, 0:
 /// stops now), then stops on every instance (its expiry, checked on each request).
 pub async fn rotate_key(
     shared: &Shared,
@@ -250,9 +225,9 @@ pub async fn rotate_key(
         ));
     };
     shared.keys.evict(&old_hash);
-    let v = json!({"id": row.id, "name": row.name, "prefix": row.prefix, "created_at": now / 1000,
-                   "expires_at": row.expires_at.map(|t| t / 1000), "allowed_models": row.allowed_models,
-                   "key": secret, "replaces": {"id": key_id, "expires_at": old_until / 1000}});
+    let mut v = key_settings::show(&row, Some(0), now);
+    v["key"] = json!(secret);
+    v["replaces"] = json!({"id": key_id, "expires_at": old_until / 1000});
     respond::json(session, ctx, 201, &v, &[]).await;
     Ok(())
 }

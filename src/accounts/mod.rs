@@ -3,6 +3,7 @@
 //! throttle ([`throttle`]). The handlers answer `/api/v1/auth/*`, `/api/v1/keys*` and
 //! `/api/v1/usage`, authenticated by an API key or a dashboard session.
 
+pub mod key_settings;
 pub mod keys;
 pub mod login;
 pub mod me;

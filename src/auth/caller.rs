@@ -236,7 +236,15 @@ pub async fn admit(
     for (name, value) in v.headers {
         ctx.set_header(name, value);
     }
-    v.refused.map_or(Ok(()), Err)
+    if let Some(e) = v.refused {
+        return Err(e);
+    }
+    if let Caller::Key(key) = caller {
+        let (limiter, metrics) = (&shared.limiter, &shared.metrics);
+        ctx.slot =
+            limits::keys::admit_request(limiter, plans, metrics, key, &ctx.request_id).await?;
+    }
+    Ok(())
 }
 
 /// Counts a signup or login attempt from the client's address against `[abuse]`; 429 past it.

@@ -3,11 +3,13 @@
 //! store ([`counters`]), health checks ([`health`]), the SIGHUP reload ([`reload`]), the
 //! credit-lease rounds ([`leases`]), the retry of settlements that failed after serving
 //! ([`unsettled`]), the hold reaper ([`reaper`]), the sweep of the
-//! in-process rate-limit counters ([`limiter_sweep`]) and the refresh of tool servers' tool
+//! in-process rate-limit counters ([`limiter_sweep`]), the renewal of this instance's slots
+//! under in-flight limits ([`in_flight`]) and the refresh of tool servers' tool
 //! lists ([`tool_lists`]).
 
 pub mod counters;
 pub mod health;
+pub mod in_flight;
 pub mod leases;
 pub mod ledger;
 pub mod limiter_sweep;

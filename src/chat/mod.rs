@@ -245,6 +245,28 @@ pub async fn serve(
     forward::run(&f, session, ctx).await
 }
 
+/// Counts a keyed request's estimated tokens (the prompt, and `max_tokens` per completion
+/// when the client set it) against its key's and plan's tokens per minute.
+async fn admit_tokens(
+    shared: &Shared,
+    key: &KeyAuth,
+    first: &ModelSpec,
+    req: &ChatRequest<'_>,
+) -> Result<Option<crate::limits::tokens::Counted>, GatewayError> {
+    let rt = shared.runtime.load();
+    let plans = &rt.config.plans;
+    if key.limits.tokens_per_minute.is_none() && plans.usage_limits(&key.plan).0.is_none() {
+        return Ok(None);
+    }
+    let prompt = tollgate_filters::credits::estimate_prompt_tokens(req, req.raw_len);
+    let output = req
+        .max_tokens
+        .map_or(0, |m| m.min(first.max_output_tokens).saturating_mul(req.n));
+    let estimate = prompt.saturating_add(output);
+    let (limiter, metrics) = (&shared.limiter, &shared.metrics);
+    crate::limits::keys::admit_tokens(limiter, plans, metrics, key, estimate).await
+}
+
 /// Places the credit hold of a keyed request, sized for its first candidate, as the request's
 /// charge (`ctx.metered`).
 async fn hold(
@@ -263,17 +285,22 @@ async fn hold(
         choices: req.n,
         body: req,
         body_bytes: req.raw_len,
+        budget: key.limits.budget,
     };
+    let tokens = admit_tokens(shared, key, first, req).await?;
     match metering::hold(&meter, &ask, first).await? {
         Hold::Placed {
             hold,
             budget,
             balance,
+            reserved,
         } => {
             ctx.set_header("X-Credits-Remaining", format_credits(balance));
-            ctx.metered = Some(Charge::new(hold, budget));
+            let charge = Charge::new(hold, budget).within(reserved).counting(tokens);
+            ctx.metered = Some(charge);
             Ok(())
         }
+        Hold::OverBudget { left } => Err(metering::key_budget::over_budget(key.limits.budget, left)),
         Hold::Refused { balance } => {
             if let Some(b) = balance {
                 ctx.set_header("X-Credits-Remaining", format_credits(b));

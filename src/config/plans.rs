@@ -14,6 +14,10 @@ use super::error::{err, ConfigError};
 pub struct PlanSection {
     pub requests_per_hour: Option<u64>,
     pub requests_per_day: Option<u64>,
+    /// Prompt and completion tokens per minute, per account.
+    pub tokens_per_minute: Option<u64>,
+    /// Requests in flight at once, per account.
+    pub concurrent_requests: Option<u64>,
     pub grant_credits: Option<f64>,
     pub stripe_price: Option<String>,
     /// Sold as a subscription (default) or as a one-off payment.
@@ -34,6 +38,8 @@ const DEFAULT_SIGNUP_GRANT: i64 = 100 * 1_000_000;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub limits: PlanLimits,
+    pub tokens_per_minute: Option<u64>,
+    pub concurrent_requests: Option<u64>,
     /// Micro-credits granted when the plan starts (for `free`: at signup).
     pub grant: Option<i64>,
     pub stripe_price: Option<String>,
@@ -71,6 +77,13 @@ impl Plans {
             Some(p) if p.limits != PlanLimits::default() => p.limits,
             _ => default_limits(plan),
         }
+    }
+
+    /// The plan's tokens per minute and requests in flight per account (none unless set).
+    pub fn usage_limits(&self, plan: &str) -> (Option<u64>, Option<u64>) {
+        self.configured.get(plan).map_or((None, None), |p| {
+            (p.tokens_per_minute, p.concurrent_requests)
+        })
     }
 
     /// Whether an account may be put on this plan (every plan but `guest`).
@@ -127,6 +140,8 @@ pub(super) fn validate(
         for (k, v) in [
             ("requests_per_hour", plan.requests_per_hour),
             ("requests_per_day", plan.requests_per_day),
+            ("tokens_per_minute", plan.tokens_per_minute),
+            ("concurrent_requests", plan.concurrent_requests),
         ] {
             if v == Some(0) {
                 errs.push(err(
@@ -152,6 +167,8 @@ pub(super) fn validate(
                     per_hour: plan.requests_per_hour,
                     per_day: plan.requests_per_day,
                 },
+                tokens_per_minute: plan.tokens_per_minute,
+                concurrent_requests: plan.concurrent_requests,
                 grant,
                 stripe_price: plan.stripe_price.clone().filter(|p| !p.is_empty()),
                 recurring: plan.recurring.unwrap_or(true),

@@ -43,6 +43,10 @@ pub struct StorageSection {
     /// Settlements that failed after serving wait in memory and are retried until they commit;
     /// past this many waiting, new metered requests are refused (503) until they drain.
     pub max_unsettled: usize,
+    /// A request's slot under a `concurrent_requests` limit expires in Redis this long after
+    /// its instance last renewed it (every third of it): how long a killed instance's
+    /// requests keep counting.
+    pub in_flight_ttl_secs: f64,
 }
 
 impl Default for StorageSection {
@@ -61,6 +65,7 @@ impl Default for StorageSection {
             rate_limit_reserve: 64,
             acquire_timeout_ms: 2_000,
             max_unsettled: 100_000,
+            in_flight_ttl_secs: 30.0,
         }
     }
 }
@@ -110,6 +115,7 @@ pub struct Storage {
     pub rate_limit_reserve: u64,
     pub acquire_timeout: Duration,
     pub max_unsettled: usize,
+    pub in_flight_ttl: Duration,
 }
 
 impl StorageSection {
@@ -129,6 +135,10 @@ impl StorageSection {
                 FailureMode::FailOpen
             });
         let lease_idle = secs("storage.lease_idle_secs", self.lease_idle_secs, errs);
+        let in_flight_ttl = secs("storage.in_flight_ttl_secs", self.in_flight_ttl_secs, errs);
+        if in_flight_ttl < Duration::from_secs(1) {
+            errs.push(err("storage.in_flight_ttl_secs", "must be at least 1"));
+        }
         if !(1..=10_000).contains(&self.lease_sync_ms) {
             errs.push(err("storage.lease_sync_ms", "must be 1 to 10000"));
         }
@@ -180,6 +190,7 @@ impl StorageSection {
             rate_limit_reserve: self.rate_limit_reserve,
             acquire_timeout: Duration::from_millis(self.acquire_timeout_ms),
             max_unsettled: self.max_unsettled,
+            in_flight_ttl,
         }
     }
 }

@@ -108,15 +108,18 @@ async fn pipeline(
     if let Caller::Key(key) = caller {
         let meter = shared.meter()?;
         let who = (ctx.request_id.as_str(), &*key.account_id, &*key.key_id);
-        match prompt_only::hold(&meter, who, req.estimated_tokens, model).await? {
+        let budget_cap = key.limits.budget;
+        match prompt_only::hold(&meter, who, req.estimated_tokens, model, budget_cap).await? {
             Hold::Placed {
                 hold,
                 budget,
                 balance,
+                reserved,
             } => {
                 ctx.set_header("X-Credits-Remaining", format_credits(balance));
-                ctx.metered = Some(Charge::new(hold, budget));
+                ctx.metered = Some(Charge::new(hold, budget).within(reserved));
             }
+            Hold::OverBudget { left } => return Err(crate::metering::key_budget::over_budget(key.limits.budget, left)),
             Hold::Refused { balance } => {
                 if let Some(b) = balance {
                     ctx.set_header("X-Credits-Remaining", format_credits(b));

@@ -1,6 +1,7 @@
 //! API keys: only a SHA-256 hash is stored, with the first characters for display.
 
 use sqlx::Row;
+use tollgate_filters::budget::Period;
 
 use super::store::{on_pool, Ledger, Result};
 
@@ -24,6 +25,72 @@ pub struct KeyRow {
     pub expires_at: Option<i64>,
     /// The models it may use (ids, aliases, tiers); `None`: all.
     pub allowed_models: Option<Vec<String>>,
+    pub limits: KeyLimits,
+}
+
+/// A key's own budget and limits (issue 29), on top of its plan's; `None`: none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeyLimits {
+    /// A cap in µcr per `budget_period`.
+    pub budget: Option<(i64, Period)>,
+    pub requests_per_minute: Option<i64>,
+    pub tokens_per_minute: Option<i64>,
+    pub concurrent_requests: Option<i64>,
+}
+
+/// Every setting of a key that can be changed: `None` leaves one as it is, `Some(None)`
+/// clears it.
+#[derive(Debug, Clone, Default)]
+pub struct KeyChange {
+    pub expires_at: Option<Option<i64>>,
+    /// A JSON array of model names.
+    pub allowed_models: Option<Option<String>>,
+    /// µcr per period.
+    pub budget_micros: Option<Option<i64>>,
+    /// `Some(None)`: a lifetime cap.
+    pub budget_period: Option<Option<Period>>,
+    pub requests_per_minute: Option<Option<i64>>,
+    pub tokens_per_minute: Option<Option<i64>>,
+    pub concurrent_requests: Option<Option<i64>>,
+}
+
+impl KeyChange {
+    pub fn is_empty(&self) -> bool {
+        self.expires_at.is_none()
+            && self.allowed_models.is_none()
+            && self.budget_micros.is_none()
+            && self.budget_period.is_none()
+            && self.requests_per_minute.is_none()
+            && self.tokens_per_minute.is_none()
+            && self.concurrent_requests.is_none()
+    }
+}
+
+/// The columns of a key's settings, in the order [`limits_of`] reads them.
+const SETTINGS: &str = "expires_at, allowed_models, budget_micros, budget_period, requests_per_minute, tokens_per_minute, concurrent_requests";
+
+fn limits_of<R: Row>(r: &R) -> std::result::Result<KeyLimits, sqlx::Error>
+where
+    for<'c> &'c str: sqlx::ColumnIndex<R>,
+    for<'q> Option<i64>: sqlx::Decode<'q, R::Database> + sqlx::Type<R::Database>,
+    for<'q> Option<String>: sqlx::Decode<'q, R::Database> + sqlx::Type<R::Database>,
+{
+    let amount: Option<i64> = r.try_get("budget_micros")?;
+    let period: Option<String> = r.try_get("budget_period")?;
+    Ok(KeyLimits {
+        budget: amount.map(|a| {
+            (
+                a,
+                period
+                    .as_deref()
+                    .and_then(Period::parse)
+                    .unwrap_or(Period::Lifetime),
+            )
+        }),
+        requests_per_minute: r.try_get("requests_per_minute")?,
+        tokens_per_minute: r.try_get("tokens_per_minute")?,
+        concurrent_requests: r.try_get("concurrent_requests")?,
+    })
 }
 
 /// What a key lookup tells the request pipeline.
@@ -38,6 +105,7 @@ pub struct KeyAuth {
     pub expires_at: Option<i64>,
     /// The models it may use (ids, aliases, tiers); `None`: all.
     pub allowed_models: Option<std::sync::Arc<[String]>>,
+    pub limits: KeyLimits,
 }
 
 /// `allowed_models` as stored: a JSON array of strings.
@@ -47,56 +115,84 @@ fn models_of(text: Option<String>) -> Option<Vec<String>> {
 
 impl Ledger {
     pub async fn insert_key(&self, account_id: &str, k: &NewKey, now: i64) -> Result<()> {
-        self.insert_key_with(account_id, k, now, None, None).await
+        self.insert_key_with(account_id, k, now, &KeyChange::default())
+            .await
     }
 
-    /// A key that stops working at `expires_at` (milliseconds), or never, limited to
-    /// `allowed_models` (a JSON array), or not.
+    /// A key with the settings `with` sets (the others none).
     pub async fn insert_key_with(
         &self,
         account_id: &str,
         k: &NewKey,
         now: i64,
-        expires_at: Option<i64>,
-        allowed_models: Option<&str>,
+        with: &KeyChange,
     ) -> Result<()> {
         on_pool!(self, p => {
-            sqlx::query("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, expires_at, allowed_models) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
-                .bind(&k.id).bind(account_id).bind(&k.name).bind(&k.prefix).bind(&k.hash).bind(now).bind(expires_at).bind(allowed_models)
+            sqlx::query(&format!("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"))
+                .bind(&k.id).bind(account_id).bind(&k.name).bind(&k.prefix).bind(&k.hash).bind(now)
+                .bind(with.expires_at.flatten()).bind(with.allowed_models.clone().flatten())
+                .bind(with.budget_micros.flatten()).bind(with.budget_period.flatten().map(Period::as_str))
+                .bind(with.requests_per_minute.flatten()).bind(with.tokens_per_minute.flatten())
+                .bind(with.concurrent_requests.flatten())
                 .execute(p).await?;
             Ok(())
         })
     }
 
-    /// Sets the models one of the account's keys may use (a JSON array, `None` for all);
-    /// returns its hash or `None` when the account has no such key.
-    pub async fn set_key_models(
+    /// Changes the settings `change` names of one of the account's keys, in one statement;
+    /// returns its hash (for cache eviction) or `None` when the account has no such key.
+    pub async fn change_key(
         &self,
         account_id: &str,
         key_id: &str,
-        allowed_models: Option<&str>,
+        change: &KeyChange,
     ) -> Result<Option<String>> {
+        let sets: [(&str, Option<Value>); 7] = [
+            ("expires_at", change.expires_at.map(Value::Int)),
+            (
+                "allowed_models",
+                change.allowed_models.clone().map(Value::Text),
+            ),
+            ("budget_micros", change.budget_micros.map(Value::Int)),
+            (
+                "budget_period",
+                change
+                    .budget_period
+                    .map(|p| Value::Text(p.map(|p| p.as_str().to_owned()))),
+            ),
+            (
+                "requests_per_minute",
+                change.requests_per_minute.map(Value::Int),
+            ),
+            (
+                "tokens_per_minute",
+                change.tokens_per_minute.map(Value::Int),
+            ),
+            (
+                "concurrent_requests",
+                change.concurrent_requests.map(Value::Int),
+            ),
+        ];
         on_pool!(self, p => {
-            let row = sqlx::query("UPDATE api_keys SET allowed_models = $1 WHERE id = $2 AND account_id = $3 RETURNING hash")
-                .bind(allowed_models).bind(key_id).bind(account_id).fetch_all(p).await?.into_iter().next();
-            match row {
-                Some(r) => Ok(Some(r.try_get("hash")?)),
-                None => Ok(None),
+            let mut q = sqlx::QueryBuilder::new("UPDATE api_keys SET ");
+            let mut first = true;
+            for (column, value) in &sets {
+                let Some(value) = value else { continue };
+                if !first {
+                    q.push(", ");
+                }
+                first = false;
+                q.push(*column).push(" = ");
+                match value {
+                    Value::Int(v) => q.push_bind(*v),
+                    Value::Text(v) => q.push_bind(v.clone()),
+                };
             }
-        })
-    }
-
-    /// Sets when one of the account's keys expires; returns its hash (for cache eviction) or
-    /// `None` when the account has no such key.
-    pub async fn set_key_expiry(
-        &self,
-        account_id: &str,
-        key_id: &str,
-        expires_at: Option<i64>,
-    ) -> Result<Option<String>> {
-        on_pool!(self, p => {
-            let row = sqlx::query("UPDATE api_keys SET expires_at = $1 WHERE id = $2 AND account_id = $3 RETURNING hash")
-                .bind(expires_at).bind(key_id).bind(account_id).fetch_all(p).await?.into_iter().next();
+            if first {
+                return Ok(None);
+            }
+            q.push(" WHERE id = ").push_bind(key_id).push(" AND account_id = ").push_bind(account_id).push(" RETURNING hash");
+            let row = q.build().fetch_all(p).await?.into_iter().next();
             match row {
                 Some(r) => Ok(Some(r.try_get("hash")?)),
                 None => Ok(None),
@@ -106,7 +202,7 @@ impl Ledger {
 
     pub async fn list_keys(&self, account_id: &str) -> Result<Vec<KeyRow>> {
         on_pool!(self, p => {
-            let rows = sqlx::query("SELECT id, name, prefix, created_at, last_used_at, revoked_at, expires_at, allowed_models FROM api_keys WHERE account_id = $1 ORDER BY created_at, id")
+            let rows = sqlx::query(&format!("SELECT id, name, prefix, created_at, last_used_at, revoked_at, {SETTINGS} FROM api_keys WHERE account_id = $1 ORDER BY created_at, id"))
                 .bind(account_id).fetch_all(p).await?;
             rows.iter().map(|r| Ok(KeyRow {
                 id: r.try_get("id")?,
@@ -117,7 +213,18 @@ impl Ledger {
                 revoked: r.try_get::<Option<i64>, _>("revoked_at")?.is_some(),
                 expires_at: r.try_get("expires_at")?,
                 allowed_models: models_of(r.try_get("allowed_models")?),
+                limits: limits_of(r)?,
             })).collect()
+        })
+    }
+
+    /// What one key's requests were charged since `since_ms`, from its usage rows (those
+    /// written: a credit lease's rows wait up to one round).
+    pub async fn key_spent(&self, key_id: &str, since_ms: i64) -> Result<i64> {
+        on_pool!(self, p => {
+            let row = sqlx::query("SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) AS spent FROM usage WHERE key_id = $1 AND created_at >= $2")
+                .bind(key_id).bind(since_ms).fetch_one(p).await?;
+            Ok(row.try_get("spent")?)
         })
     }
 
@@ -143,7 +250,8 @@ impl Ledger {
     pub async fn key_auth(&self, hash: &str) -> Result<Option<KeyAuth>> {
         on_pool!(self, p => {
             let row = sqlx::query(
-                "SELECT k.id, k.account_id, k.expires_at, k.allowed_models, a.plan, a.requests_per_hour, a.requests_per_day FROM api_keys k JOIN accounts a ON a.user_id = k.account_id WHERE k.hash = $1 AND k.revoked_at IS NULL",
+                "SELECT k.id, k.account_id, k.expires_at, k.allowed_models, k.budget_micros, k.budget_period, k.requests_per_minute, k.tokens_per_minute, k.concurrent_requests, \
+                 a.plan, a.requests_per_hour, a.requests_per_day FROM api_keys k JOIN accounts a ON a.user_id = k.account_id WHERE k.hash = $1 AND k.revoked_at IS NULL",
             )
             .bind(hash).fetch_optional(p).await?;
             match row {
@@ -155,14 +263,15 @@ impl Ledger {
                     requests_per_day: r.try_get("requests_per_day")?,
                     expires_at: r.try_get("expires_at")?,
                     allowed_models: models_of(r.try_get("allowed_models")?).map(Into::into),
+                    limits: limits_of(&r)?,
                 })),
                 None => Ok(None),
             }
         })
     }
 
-    /// Issues `new` as the successor of the account's live key `key_id`, with its name, expiry
-    /// and allowlist, and sets the old one to expire at `until` (or its own expiry when that is
+    /// Issues `new` as the successor of the account's live key `key_id`, with its name and
+    /// settings, and sets the old one to expire at `until` (or its own expiry when that is
     /// sooner), in one transaction. Returns the old key's hash and its expiry now, or `None`
     /// when the account has no such live key.
     pub async fn rotate_key(
@@ -179,11 +288,11 @@ impl Ledger {
         // time.
         on_pool!(self, p => {
             let mut tx = p.begin().await?;
-            let copied = sqlx::query(
-                "INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, expires_at, allowed_models) \
-                 SELECT $1, account_id, name, $2, $3, $4, expires_at, allowed_models FROM api_keys \
+            let copied = sqlx::query(&format!(
+                "INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}) \
+                 SELECT $1, account_id, name, $2, $3, $4, {SETTINGS} FROM api_keys \
                  WHERE id = $5 AND account_id = $6 AND revoked_at IS NULL",
-            )
+            ))
             .bind(&new.id).bind(&new.prefix).bind(&new.hash).bind(now).bind(key_id).bind(account_id)
             .execute(&mut *tx).await?;
             if copied.rows_affected() == 0 {
@@ -194,7 +303,7 @@ impl Ledger {
                  WHERE id = $2 RETURNING hash, expires_at",
             )
             .bind(until).bind(key_id).fetch_all(&mut *tx).await?;
-            let row = sqlx::query("SELECT name, expires_at, allowed_models FROM api_keys WHERE id = $1")
+            let row = sqlx::query(&format!("SELECT name, {SETTINGS} FROM api_keys WHERE id = $1"))
                 .bind(&new.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
             let Some(old) = old.into_iter().next() else { return Ok(None) };
@@ -207,6 +316,7 @@ impl Ledger {
                 revoked: false,
                 expires_at: row.try_get("expires_at")?,
                 allowed_models: models_of(row.try_get("allowed_models")?),
+                limits: limits_of(&row)?,
             };
             Ok(Some((old.try_get("hash")?, old.try_get("expires_at")?, key)))
         })
@@ -218,4 +328,10 @@ impl Ledger {
             Ok(())
         })
     }
+}
+
+/// A value bound in [`Ledger::change_key`]'s statement.
+enum Value {
+    Int(Option<i64>),
+    Text(Option<String>),
 }

@@ -46,7 +46,7 @@ pub mod usage;
 
 pub use accounts::Account;
 pub use credits::{Settled, Settlement, ToolCharge};
-pub use keys::{KeyAuth, KeyRow, NewKey};
+pub use keys::{KeyAuth, KeyChange, KeyLimits, KeyRow, NewKey};
 pub use leases::{LeaseRound, LeaseSynced};
 pub use store::{Ledger, StoreError};
 pub use usage::{UsageAgg, UsageRow};

@@ -151,6 +151,11 @@ impl RedisCounter {
         let _ = self.conn.set(conn);
     }
 
+    /// The prefix of every key this instance writes (`storage.redis_prefix`).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// The connection, once the counter service has made it.
     pub fn conn(&self) -> Option<ConnectionManager> {
         self.conn.get().cloned()

@@ -9,10 +9,14 @@
 //! [`recovery`] has written what this instance admitted meanwhile into Redis's windows; the
 //! Redis connection manager reconnects by itself, so recovery needs no restart.
 
+pub mod budgets;
+pub mod in_flight;
 pub mod in_process;
 pub mod in_redis;
+pub mod keys;
 pub mod recovery;
 pub mod shadow;
+pub mod tokens;
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -154,17 +158,40 @@ pub struct Limiter {
     pub redis: Option<in_redis::RedisCounter>,
     mode: FailureMode,
     timeout: Duration,
+    /// Key budgets, tokens per minute and requests in flight (issue 29): counters of their
+    /// own, in the same Redis.
+    pub budgets: budgets::Budgets,
+    pub tokens: tokens::Tokens,
+    pub in_flight: in_flight::InFlight,
 }
 
 impl Limiter {
     /// `redis`: the key prefix and reservation size when a Redis is configured.
-    pub fn new(redis: Option<(String, u64)>, mode: FailureMode, timeout: Duration) -> Limiter {
+    pub fn new(
+        redis: Option<(String, u64)>,
+        mode: FailureMode,
+        timeout: Duration,
+        in_flight_ttl: Duration,
+    ) -> Limiter {
         Limiter {
             local: in_process::LocalCounter::default(),
             redis: redis.map(|(prefix, size)| in_redis::RedisCounter::new(prefix, size)),
             mode,
             timeout,
+            budgets: budgets::Budgets::default(),
+            tokens: tokens::Tokens::default(),
+            in_flight: in_flight::InFlight::new(in_flight_ttl),
         }
+    }
+
+    /// How long one call to Redis may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Whether a limit whose store does not answer lets the request through.
+    pub fn fails_open(&self) -> bool {
+        self.mode == FailureMode::FailOpen
     }
 
     /// Checks and counts one request for `ident` (e.g. `acct:usr_…` or `ip:1.2.3.4`), from

@@ -91,6 +91,7 @@ pub async fn handle(
                 params,
                 account: &key.account_id,
                 key: &key.key_id,
+                budget: key.limits.budget,
             };
             call.run(session, ctx, caller, &scope, slug.is_some()).await
         }
@@ -207,6 +208,7 @@ struct Call<'a> {
     params: Option<&'a RawValue>,
     account: &'a str,
     key: &'a str,
+    budget: Option<(i64, tollgate_filters::budget::Period)>,
 }
 
 impl Call<'_> {
@@ -263,6 +265,7 @@ impl Call<'_> {
             request_id: &ctx.request_id,
             account_id: self.account,
             key_id: self.key,
+            budget: self.budget,
             slug: &service.slug,
             tool,
             developer_id: &service.owner_id,
@@ -270,11 +273,15 @@ impl Call<'_> {
             share_percent: rt.config.mcp.developer_share_percent,
         };
         let meter = self.shared.meter().map_err(err)?;
-        let hold = match tool::hold(&meter, &facts)
+        let (hold, reserved) = match tool::hold(&meter, &facts)
             .await
             .map_err(|e| err(e.into()))?
         {
-            Hold::Placed { hold, .. } => hold,
+            Hold::Placed { hold, reserved, .. } => (hold, reserved),
+            Hold::OverBudget { left } => {
+                self.outcome(&service.slug, "refused");
+                return Err(err(crate::metering::key_budget::over_budget(self.budget, left)));
+            }
             Hold::Refused { .. } => {
                 self.outcome(&service.slug, "refused");
                 return Err(err(GatewayError::new(
@@ -324,11 +331,15 @@ impl Call<'_> {
         };
         self.outcome(&service.slug, outcome);
         let latency = elapsed.as_millis() as i64;
-        if tool::settle(&meter, hold, &facts, ok, status, latency)
-            .await
-            .is_none()
-            && ok
-        {
+        let written = tool::settle(&meter, hold, &facts, ok, status, latency).await;
+        if let Some(r) = reserved {
+            // What the call was charged counts against the key's budget (its price when the
+            // settlement waits for the ledger: it is owed).
+            let owed = if ok { r.amount } else { 0 };
+            let charged = written.map_or(owed, |w| w.charged);
+            meter.limiter.budgets.settle(meter.limiter, r, charged).await;
+        }
+        if written.is_none() && ok {
             // The ledger failed: the settlement waits and is retried until it commits (the
             // developer is paid then); the agent gets its result now.
             tracing::error!(request_id = %ctx.request_id, slug = %service.slug, "tool call settlement failed; queued");

@@ -4,14 +4,22 @@
 //! The request keeps it in its context's one metered slot; the pipeline settles it, and the
 //! logging hook settles what a dropped future left.
 
+use tollgate_filters::credits::cost_at;
 use tollgate_filters::route::ModelSpec;
 
-use super::{settle, top_up, Budget, Meter, PlacedHold, Served, Written};
+use super::{settle, Budget, Meter, PlacedHold, Served, Written};
+use crate::ledger::StoreError;
+use crate::limits::budgets::Reserved;
+use crate::limits::tokens::Counted;
 
 #[derive(Debug)]
 pub struct Charge {
     hold: PlacedHold,
     budget: Budget,
+    /// What the hold holds against its key's budget (the same amount, or less).
+    reserved: Option<Reserved>,
+    /// The tokens counted against tokens-per-minute limits at admission (an estimate).
+    tokens: Option<Counted>,
     /// What the hold decided for candidates after the first (topped up, lowered, skipped),
     /// `; `-joined, for the usage row.
     note: Option<String>,
@@ -22,8 +30,22 @@ impl Charge {
         Charge {
             hold,
             budget,
+            reserved: None,
+            tokens: None,
             note: None,
         }
+    }
+
+    /// The charge also holds `reserved` of its key's budget, settled with it.
+    pub fn within(mut self, reserved: Option<Reserved>) -> Charge {
+        self.reserved = reserved;
+        self
+    }
+
+    /// The charge's tokens were counted against tokens per minute: corrected at settlement.
+    pub fn counting(mut self, tokens: Option<Counted>) -> Charge {
+        self.tokens = tokens;
+        self
     }
 
     /// The `max_tokens` an attempt at `model` sends (always sent, so that nothing but the hold
@@ -41,7 +63,7 @@ impl Charge {
         later: bool,
     ) -> Option<u64> {
         let bound = self.budget.bound(model, requested);
-        if later && bound > self.budget.held {
+        if later && bound > self.budget.held && self.grow_reserved(meter, bound).await {
             match top_up(meter, &mut self.hold, request_id, bound - self.budget.held).await {
                 Ok(true) => {
                     self.budget.held = self.hold.held;
@@ -50,6 +72,14 @@ impl Charge {
                 }
                 Ok(false) => {}
                 Err(e) => tracing::warn!(request_id, "could not top the hold up: {e}"),
+            }
+            // The hold did not grow: neither does what it holds of the budget.
+            if let Some(r) = self.reserved.as_mut().filter(|r| r.amount > self.hold.held) {
+                meter
+                    .limiter
+                    .budgets
+                    .resize(meter.limiter, r, self.hold.held)
+                    .await;
             }
         }
         let t = self.budget.max_tokens(model, requested);
@@ -64,6 +94,15 @@ impl Charge {
             Some(_) => {}
         }
         t
+    }
+
+    /// Grows what the charge holds of its key's budget to `to` before the hold grows; false
+    /// when the budget has not that much left (the hold then stays as it is).
+    async fn grow_reserved(&mut self, meter: &Meter<'_>, to: i64) -> bool {
+        match &mut self.reserved {
+            None => true,
+            Some(r) => meter.limiter.budgets.resize(meter.limiter, r, to).await,
+        }
     }
 
     fn note(&mut self, what: String) {
@@ -82,6 +121,61 @@ impl Charge {
     pub async fn settle(self, meter: &Meter<'_>, mut served: Served<'_>) -> Option<Written> {
         let note = self.note;
         served.hold_note = note.as_deref();
-        settle(meter, self.hold, &served).await
+        // What the settlement charges (the cost, at most the hold) when it cannot say: it is
+        // owed and retried until written.
+        let owed = served
+            .rates
+            .map_or(0, |r| cost_at(served.usage, &r))
+            .min(self.hold.held);
+        let written = settle(meter, self.hold, &served).await;
+        if let Some(r) = self.reserved {
+            let charged = written.map_or(owed, |w| w.charged);
+            meter
+                .limiter
+                .budgets
+                .settle(meter.limiter, r, charged)
+                .await;
+        }
+        if let Some(t) = self.tokens {
+            let used = i64::try_from(served.usage.total()).unwrap_or(i64::MAX);
+            meter.limiter.tokens.settle(meter.limiter, t, used).await;
+        }
+        written
     }
+}
+
+/// Grows a placed hold by `extra` (before a failover to a model whose bound is higher): from
+/// its lease, topped up from the balance when short, or in the database. Returns whether it
+/// grew; when not, nothing changed.
+async fn top_up(
+    meter: &Meter<'_>,
+    hold: &mut PlacedHold,
+    request_id: &str,
+    extra: i64,
+) -> Result<bool, StoreError> {
+    let account = &hold.account_id;
+    let grown = match &hold.lease {
+        Some(lease) => {
+            meter
+                .leases
+                .grow(meter.ledger, account, lease, extra)
+                .await?
+        }
+        None => {
+            let now = crate::clock::now_ms();
+            meter
+                .ledger
+                .top_up_hold(request_id, account, extra, now)
+                .await?
+        }
+    };
+    if grown {
+        hold.held += extra;
+        meter
+            .metrics
+            .credit_holds
+            .with_label_values(&["top_up"])
+            .inc();
+    }
+    Ok(grown)
 }

@@ -48,6 +48,7 @@
 //!   once (503) instead of waiting out the store's timeout.
 
 pub mod charge;
+pub mod key_budget;
 pub mod leases;
 pub mod prompt_only;
 pub mod tool;
@@ -56,17 +57,22 @@ pub mod unsettled;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tollgate_filters::budget::Period;
 use tollgate_filters::credits::{self, size_hold, HoldSize};
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::ModelSpec;
 use tollgate_filters::Usage;
 
 use crate::ledger::{Ledger, Settlement, StoreError};
+use crate::limits::budgets::Reserved;
+use crate::limits::Limiter;
 use crate::metrics::Metrics;
 
 /// The stores metering works against.
 pub struct Meter<'a> {
     pub ledger: &'a Ledger,
+    /// The shared counters: a key's budget is held there beside the balance.
+    pub limiter: &'a Limiter,
     pub leases: &'a leases::Leases,
     pub metrics: &'a Metrics,
     /// Settlements that failed after serving, retried until they commit.
@@ -133,9 +139,13 @@ pub enum Hold {
         budget: Budget,
         /// The balance to show (`X-Credits-Remaining`) after the hold.
         balance: i64,
+        /// What the hold holds against its key's budget too.
+        reserved: Option<Reserved>,
     },
     /// Not even the prompt and one output token are affordable (402); the balance when known.
     Refused { balance: Option<i64> },
+    /// The key's budget cannot pay the prompt and one output token (402): what is left of it.
+    OverBudget { left: i64 },
 }
 
 /// What a request asks of the hold.
@@ -150,6 +160,8 @@ pub struct HoldRequest<'a> {
     /// The request and its body's size as received, for the prompt estimate.
     pub body: &'a ChatRequest<'a>,
     pub body_bytes: usize,
+    /// The key's budget (µcr per period), when it has one.
+    pub budget: Option<(i64, Period)>,
 }
 
 /// Places the hold for a keyed request, sized for its first candidate at that model's rates.
@@ -171,7 +183,7 @@ pub async fn hold(
         first.output_micros_per_1k,
     );
     let who = (req.request_id, req.account_id, req.key_id);
-    place(meter, who, &size, prompt).await
+    key_budget::place(meter, who, size, prompt, req.budget).await
 }
 
 /// Places a hold of `size` for `(request id, account, key)`: against this instance's lease
@@ -204,6 +216,7 @@ pub(super) async fn place(
                 choices: size.choices,
             },
             balance,
+            reserved: None,
         }
     };
     let undo = leases::Undo(meter.unsettled, meter.metrics);
@@ -247,42 +260,6 @@ async fn leased(meter: &Meter<'_>, account_id: &str) -> i64 {
         Ok(n) => n,
         Err(_) => meter.leases.available(account_id),
     }
-}
-
-/// Grows a placed hold by `extra` (before a failover to a model whose bound is higher): from
-/// its lease, topped up from the balance when short, or in the database. Returns whether it
-/// grew; when not, nothing changed.
-pub async fn top_up(
-    meter: &Meter<'_>,
-    hold: &mut PlacedHold,
-    request_id: &str,
-    extra: i64,
-) -> Result<bool, StoreError> {
-    let account = &hold.account_id;
-    let grown = match &hold.lease {
-        Some(lease) => {
-            meter
-                .leases
-                .grow(meter.ledger, account, lease, extra)
-                .await?
-        }
-        None => {
-            let now = crate::clock::now_ms();
-            meter
-                .ledger
-                .top_up_hold(request_id, account, extra, now)
-                .await?
-        }
-    };
-    if grown {
-        hold.held += extra;
-        meter
-            .metrics
-            .credit_holds
-            .with_label_values(&["top_up"])
-            .inc();
-    }
-    Ok(grown)
 }
 
 /// What the request turned out to be, for its usage row.

@@ -5,16 +5,20 @@
 use tollgate_filters::credits::size_hold;
 use tollgate_filters::route::ModelSpec;
 
-use super::{place, Hold, Meter};
+use tollgate_filters::budget::Period;
+
+use super::{key_budget, Hold, Meter};
 use crate::ledger::StoreError;
 
-/// Places the hold for `prompt_tokens` of `model` for `(request id, account, key)`.
+/// Places the hold for `prompt_tokens` of `model` for `(request id, account, key)`, within
+/// the key's `budget` when it has one.
 pub async fn hold(
     meter: &Meter<'_>,
     who: (&str, &str, &str),
     prompt_tokens: u64,
     model: &ModelSpec,
+    budget: Option<(i64, Period)>,
 ) -> Result<Hold, StoreError> {
     let size = size_hold(prompt_tokens, 0, 1, model.input_micros_per_1k, 0);
-    place(meter, who, &size, prompt_tokens).await
+    key_budget::place(meter, who, size, prompt_tokens, budget).await
 }

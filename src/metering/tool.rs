@@ -6,7 +6,7 @@
 use tollgate_filters::credits::{HoldSize, MICROS_PER_CREDIT};
 use tollgate_filters::mcp::{developer_share, joined_name};
 
-use super::{place, write, Hold, Meter, PlacedHold};
+use super::{write, Hold, Meter, PlacedHold};
 use crate::ledger::{Settlement, StoreError, ToolCharge};
 
 /// One tool call's facts, for its hold and usage row.
@@ -21,6 +21,8 @@ pub struct ToolCall<'a> {
     pub price: u64,
     /// `[mcp] developer_share_percent`.
     pub share_percent: u64,
+    /// The key's budget (µcr per period), when it has one: the price is held against it too.
+    pub budget: Option<(i64, tollgate_filters::budget::Period)>,
 }
 
 impl ToolCall<'_> {
@@ -41,13 +43,8 @@ pub async fn hold(meter: &Meter<'_>, call: &ToolCall<'_>) -> Result<Hold, StoreE
         output_per_1k: 0,
         choices: 1,
     };
-    place(
-        meter,
-        (call.request_id, call.account_id, call.key_id),
-        &size,
-        0,
-    )
-    .await
+    let who = (call.request_id, call.account_id, call.key_id);
+    super::key_budget::place(meter, who, size, 0, call.budget).await
 }
 
 /// Settles the call: the price and the developer's share when it `succeeded`, else nothing.

@@ -7,6 +7,7 @@ use tollgate_filters::credits::format_credits;
 use tollgate_filters::credits::Rates;
 use tollgate_filters::Usage;
 
+use crate::limits::in_flight::Slot;
 use crate::metering::charge::Charge;
 use crate::metering::{Meter, Served, Written};
 
@@ -53,6 +54,9 @@ pub struct RequestCtx {
     pub charged: Option<Written>,
     /// Headers every response of this request carries (e.g. `X-Credits-Remaining`).
     pub headers: Vec<(&'static str, String)>,
+    /// Its slot under a `concurrent_requests` limit: given back when the context is dropped,
+    /// at the end of the request whichever way it ends.
+    pub slot: Option<Slot>,
 }
 
 static REQUEST_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -81,6 +85,7 @@ impl RequestCtx {
             served: None,
             charged: None,
             headers: Vec::new(),
+            slot: None,
         }
     }
 

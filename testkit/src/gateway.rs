@@ -138,6 +138,8 @@ pub struct Opts {
     /// The `[abuse]` section; default: signups and logins per address too generous to get in
     /// a test's way (every test signs up from 127.0.0.1).
     pub abuse: Option<String>,
+    /// Extra environment of the process (e.g. `TOLLGATE_CLOCK_OFFSET_MS`).
+    pub env: Vec<(String, String)>,
 }
 
 impl Gateway {
@@ -213,6 +215,7 @@ impl Gateway {
                     crate::stripe::WEBHOOK_SECRET_OLD
                 ),
             )
+            .envs(opts.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()
