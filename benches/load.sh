@@ -17,7 +17,8 @@
 # Anthropic-kind provider (translated both ways) vs a Messages call direct to the same fake, in a
 # third; then /v1/embeddings (a batch of 8 inputs) direct vs nginx and bare Pingora vs through
 # Tollgate on SQLite (held, charged the provider's prompt_tokens), in a fourth; then
-# every other front door (Responses, stored and with store: false; Messages; Gemini) through
+# every other front door (Responses, stored and with store: false; Messages; Gemini) and chat
+# with a key that has every control set (budget, allowlist, RPM, TPM, in-flight) through
 # Tollgate on SQLite beside its chat completions (the same prompt and fake), JSON and 500
 # streams, in a fifth.
 # Loopback only; bounded.
@@ -114,13 +115,21 @@ rbody_nostore="{\"model\":\"bench\",\"input\":\"$say\",\"store\":false}"
 mbody="{\"model\":\"bench\",\"max_tokens\":64,\"messages\":[{\"role\":\"user\",\"content\":\"$say\"}]}"
 gbody="{\"contents\":[{\"role\":\"user\",\"parts\":[{\"text\":\"$say\"}]}]}"
 stream_of() { echo "${1%\}},\"stream\":true}"; }
+# A key with every control set (a budget, an allowlist and all three limits), far from each so
+# that none refuses: what checking them costs beside the plain key's chat row.
+ctl_key=$(curl -sf "http://$TG1/api/v1/keys" -H "Authorization: Bearer $tg_sqlite_key" -H 'Content-Type: application/json' \
+  -d '{"name":"controls","budget_credits":100000000,"budget_period":"month","allowed_models":["bench"],"requests_per_minute":1000000000,"tokens_per_minute":1000000000,"concurrent_requests":100000}' \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
 for t in "chat|/v1/chat/completions||/v1/chat/completions|" \
+         "chat-key-controls|/v1/chat/completions||/v1/chat/completions|" \
          "responses|/v1/responses|$rbody|/v1/responses|$(stream_of "$rbody")" \
          "responses-store-false|/v1/responses|$rbody_nostore|/v1/responses|$(stream_of "$rbody_nostore")" \
          "messages|/v1/messages|$mbody|/v1/messages|$(stream_of "$mbody")" \
          "gemini|/v1beta/models/bench:generateContent|$gbody|/v1beta/models/bench:streamGenerateContent?alt=sse|$gbody"; do
   IFS='|' read -r name path body spath sbody <<<"$t"
-  auth=(--header "Authorization: Bearer $tg_sqlite_key")
+  key=$tg_sqlite_key
+  [ "$name" = chat-key-controls ] && key=$ctl_key
+  auth=(--header "Authorization: Bearer $key")
   if [ -n "$body" ]; then
     extra=("${auth[@]}" --body "$body")
     streams=$("$BENCH" load --url "http://$TG1$spath" --mode streams --conns "$STREAMS" --body "$sbody" "${auth[@]}")

@@ -97,6 +97,12 @@ async fn a_budget_caps_what_a_key_spends_and_says_when_it_resets() {
     assert_eq!(r.json()["budget_resets_at"], Value::Null);
     tokio::time::sleep(std::time::Duration::from_secs(5)).await; // the key cache
     assert_eq!(gw.chat_as(Some(&key), &ask()).await.status, 200);
+    // A successor has the same settings.
+    let r = api(&gw, "POST", &format!("/api/v1/keys/{id}/rotate"), &gw.key, &json!({"grace_seconds": 0})).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["budget_credits"], json!(2.0));
+    assert_eq!(r.json()["budget_period"], "lifetime");
+    let id = r.json()["id"].as_str().unwrap().to_owned();
     // Removing the budget removes the cap.
     let r = api(&gw, "PATCH", &format!("/api/v1/keys/{id}"), &gw.key, &json!({"budget_credits": null})).await;
     assert_eq!(r.status, 200, "{}", r.text());
