@@ -2,6 +2,7 @@
 a real gateway with a fake provider, a fake Stripe and fake tool servers. Exits non-zero with a
 clear message on the first failed assertion; prints "journeys: all passed" at the end."""
 
+import calendar
 import os
 import re
 import sys
@@ -11,8 +12,8 @@ import traceback
 from playwright.sync_api import sync_playwright
 
 from support import (
-    BASE, ENV, OPEN, PASSWORD, STRIPE, JourneyFailed, chat, check, cost_micros, credits_text,
-    deliver_webhook, http, login_ui, nav, open_page, settled, shoot, signup_api, unique_email,
+    BASE, DESKTOP, ENV, OPEN, PASSWORD, PHONE, STRIPE, JourneyFailed, chat, check, cost_micros,
+    credits_text, deliver_webhook, http, login_ui, nav, open_page, settled, shoot, signup_api, unique_email,
 )
 
 MODEL = ENV["TOLLGATE_MODEL"]
@@ -161,7 +162,7 @@ def journey_b_issue_and_revoke_a_key(browser, _buyer):
     key = page.inner_text("#new-key").strip()
     check(key.startswith("tg_") and key != user["key"], f"issued: {key!r}")
     check(chat(key, MODEL)[0] == 200, "the issued key does not work")
-    row = "#keys-list tr:has(td.key-name:text-is('ci'))"
+    row = "#keys-list tr:has(.key-name:text-is('ci'))"
     page.wait_for_selector(row)
     check(page.inner_text(f"{row} td:nth-child(2)") == key[:8] + "…", "the list does not show the key's prefix")
     # The confirmation can be cancelled, and the whole thing done with the keyboard.
@@ -176,6 +177,141 @@ def journey_b_issue_and_revoke_a_key(browser, _buyer):
     status, body, _ = chat(key, MODEL)
     check(status == 401 and body["error"]["type"] == "authentication_error", f"revoked key: {status} {body}")
     check(chat(user["key"], MODEL)[0] == 200, "revoking one key stopped another")
+    w.verify()
+    ctx.close()
+
+
+def journey_k_a_key_gets_a_budget_models_expiry_limits_and_a_successor(browser):
+    email = unique_email("controls")
+    auth = {"Authorization": f"Bearer {signup_api(email)['api_key']}"}
+
+    def agent_keys():
+        """The account's live keys named "agent", as the API lists them."""
+        status, body, _ = http("GET", "/api/v1/keys", headers=auth)
+        check(status == 200, f"list keys: {status} {body}")
+        return [k for k in body["data"] if k["name"] == "agent" and not k["revoked"]]
+
+    def settings(k):
+        names = ["budget_credits", "budget_period", "allowed_models", "expires_at",
+                 "requests_per_minute", "tokens_per_minute", "concurrent_requests"]
+        return {n: k.get(n) for n in names}
+
+    ctx, page, w = open_page(browser, "k: key controls")
+    login_ui(page, email)
+    nav(page, "API keys")
+    # Issued with every control set.
+    form = "#issue-key-form"
+    expiry = time.strftime("%Y-%m-%d", time.gmtime(time.time() + 30 * 86_400))
+    page.fill(f"{form} input[name=name]", "agent")
+    page.click(f"{form} summary:text-is('Budget, models, expiry and limits (optional)')")
+    page.fill(f"{form} input[name=budget_credits]", "50")
+    page.select_option(f"{form} select[name=budget_period]", "day")
+    page.fill(f"{form} input[name=allowed_models]", MODEL)
+    page.fill(f"{form} input[name=expires_at]", expiry)
+    page.fill(f"{form} input[name=requests_per_minute]", "60")
+    page.fill(f"{form} input[name=tokens_per_minute]", "10000")
+    page.fill(f"{form} input[name=concurrent_requests]", "3")
+    page.click(f"{form} button[type=submit]")
+    page.wait_for_selector("#new-key")
+    key = page.inner_text("#new-key").strip()
+    [k] = agent_keys()
+    issued = {"budget_credits": 50, "budget_period": "day", "allowed_models": [MODEL],
+              "expires_at": calendar.timegm(time.strptime(expiry, "%Y-%m-%d")),
+              "requests_per_minute": 60, "tokens_per_minute": 10_000, "concurrent_requests": 3}
+    check(settings(k) == issued, f"issued with {settings(k)}, asked for {issued}")
+    status, reply, _ = chat(key, MODEL)
+    check(status == 200, f"chat with the agent's key: {status} {reply}")
+    cost = cost_micros(reply["usage"])
+    status, body, _ = chat(key, "g-2024-01-01")
+    check(status == 404 and body["error"]["type"] == "model_not_found", f"a model outside the allowlist: {status} {body}")
+    page.reload()
+    settled(page)
+    row = f"#key-{k['id']}"
+    cell = lambda name: page.inner_text(f"{row} td.key-{name}")  # noqa: E731
+    check(page.locator("#new-key").count() == 0 and key not in page.content(), "the key is shown again")
+    check(cell("budget").startswith(f"{credits_text(cost)} / 50") and "per day, resets" in cell("budget"),
+          f"budget shown as {cell('budget')!r}, spent {credits_text(cost)}")
+    for want in ("60 requests/min", "10,000 tokens/min", "3 at once"):
+        check(want in cell("limits"), f"limits shown as {cell('limits')!r}")
+    check(cell("models") == MODEL and cell("expires") == f"{expiry} 00:00 UTC",
+          f"models {cell('models')!r}, expiry {cell('expires')!r}")
+
+    # Edited: another budget and period, one limit cleared, two changed, a tier allowed, no expiry.
+    page.click(f"{row} button[aria-label='Settings of key agent']")
+    form = "#key-settings-form"
+    check(page.input_value(f"{form} input[name=budget_credits]") == "50", "the settings do not start from the key's")
+    check(page.input_value(f"{form} input[name=expires_at]") == expiry, "the expiry is not in the settings")
+    page.fill(f"{form} input[name=budget_credits]", "75")
+    page.select_option(f"{form} select[name=budget_period]", "week")
+    page.fill(f"{form} input[name=allowed_models]", f"{MODEL}, economy")
+    page.fill(f"{form} input[name=expires_at]", "")
+    page.fill(f"{form} input[name=requests_per_minute]", "")
+    page.fill(f"{form} input[name=tokens_per_minute]", "20000")
+    page.fill(f"{form} input[name=concurrent_requests]", "2")
+    page.click(f"{form} button[type=submit]")
+    page.wait_for_selector("#key-settings", state="detached")
+    page.wait_for_selector(".notice:has-text('Settings of “agent” saved')")
+    edited = {"budget_credits": 75, "budget_period": "week", "allowed_models": [MODEL, "economy"], "expires_at": None,
+              "requests_per_minute": None, "tokens_per_minute": 20_000, "concurrent_requests": 2}
+    [k] = agent_keys()
+    check(settings(k) == edited, f"edited to {settings(k)}, asked for {edited}")
+    check(cell("budget").startswith(f"{credits_text(cost)} / 75") and "per week" in cell("budget"), f"budget {cell('budget')!r}")
+    check(cell("limits").split("\n") == ["20,000 tokens/min", "2 at once"], f"limits {cell('limits')!r}")
+    check(cell("models") == f"{MODEL}, economy" and cell("expires") == "Never", f"{cell('models')!r}, {cell('expires')!r}")
+
+    # Bad values are refused by name, next to their field, and change nothing.
+    w.expect(400, "/api/v1/keys/")
+    page.click(f"{row} button[aria-label='Settings of key agent']")
+    page.fill(f"{form} input[name=budget_credits]", "-5")
+    page.fill(f"{form} input[name=concurrent_requests]", "1")
+    page.click(f"{form} button[type=submit]")
+    err = visible_error(page, form, "budget_credits")
+    check("budget_credits" in err, f"a negative budget refused as {err!r}")
+    page.fill(f"{form} input[name=budget_credits]", "75")
+    page.fill(f"{form} input[name=allowed_models]", f"{MODEL}, no-such-model")
+    page.click(f"{form} button[type=submit]")
+    err = visible_error(page, form, "allowed_models")
+    check("no-such-model" in err, f"an unknown model refused as {err!r}")
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#key-settings", state="detached")
+    [k] = agent_keys()
+    check(settings(k) == edited, f"a refused change changed {settings(k)}")
+
+    # At phone width the dialog fits.
+    page.set_viewport_size(PHONE)
+    page.click(f"{row} button[aria-label='Settings of key agent']")
+    box = page.locator("#key-settings").bounding_box()
+    width = page.evaluate("() => document.documentElement.scrollWidth")
+    check(box["width"] <= PHONE["width"] and width <= PHONE["width"] + 1, f"settings at phone width: {box}, page {width}px")
+    page.screenshot(path=os.path.join(ENV["TOLLGATE_SCREENSHOTS"], "key-settings-phone.png"))
+    page.click("#key-settings button:text-is('Cancel')")
+    page.set_viewport_size(DESKTOP)
+
+    # Rotated: the successor is shown once and has the same settings; the old key works for an hour.
+    page.click(f"{row} button[aria-label='Rotate key agent']")
+    page.select_option("#rotate-key-form select[name=grace_seconds]", "3600")
+    page.click("#rotate-key-form button[type=submit]")
+    page.wait_for_selector("#new-key")
+    successor = page.inner_text("#new-key").strip()
+    panel = page.inner_text("#new-key-panel")
+    check(re.fullmatch(r"tg_[0-9A-Za-z]{40}", successor) and successor != key, f"rotated to {successor!r}")
+    check("shown only this once" in panel and f"{key[:8]}… keeps working until" in panel, f"rotation panel: {panel!r}")
+    keys = {x["id"]: x for x in agent_keys()}
+    check(len(keys) == 2 and k["id"] in keys, f"after rotating: {list(keys.values())}")
+    old = keys.pop(k["id"])
+    [new] = keys.values()
+    check(settings(new) == edited, f"the successor has {settings(new)}, the key had {edited}")
+    check(abs(old["expires_at"] - (time.time() + 3600)) < 60, f"the old key expires at {old['expires_at']}")
+    page.wait_for_selector(f"#key-{new['id']}")
+    check(page.inner_text(f"#key-{new['id']} td.key-limits").split("\n") == ["20,000 tokens/min", "2 at once"],
+          "the successor's limits are not shown")
+    check(page.inner_text(f"{row} td.key-expires") == time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(old["expires_at"])),
+          "the old key's end is not shown")
+    check(chat(successor, MODEL)[0] == 200 and chat(key, MODEL)[0] == 200, "a key of the rotation does not work")
+    page.reload()
+    settled(page)
+    check(page.locator("#new-key").count() == 0 and successor not in page.content(), "the successor is shown again")
+    shoot(page, "key-controls")
     w.verify()
     ctx.close()
 
@@ -348,6 +484,8 @@ def main():
             run("c1. the changelog lists a scheduled alias change", journey_c_the_changelog_announces_the_alias_change, browser)
             user = run("a. sign up, key once, usage, buy pro", journey_a_sign_up_use_and_buy_pro, browser)
             run("b. issue and revoke a key", journey_b_issue_and_revoke_a_key, browser, user)
+            run("k. a key's budget, models, expiry and limits; rotation",
+                journey_k_a_key_gets_a_budget_models_expiry_limits_and_a_successor, browser)
             run("d. register, approve, call, earn", journey_d_a_tool_server_is_registered_approved_and_earns, browser)
             run("e. log out ends the session", journey_e_log_out_ends_the_session, browser, user)
             run("c2. the alias switches at its time", journey_c_the_alias_switches_on_time, browser)

@@ -1,5 +1,6 @@
-// Tollgate dashboard, the account holder: the overview, API keys (shown once, revoked after an
-// in-page confirmation) and billing (plan, subscription, payments, buying, the Stripe portal).
+// Tollgate dashboard, the account holder: the overview, API keys (shown once; their budget,
+// models, expiry and limits set at issue or in a dialog; rotated with a grace period; revoked
+// after an in-page confirmation) and billing (plan, subscription, payments, buying, the portal).
 (function () {
   'use strict';
   const TG = window.TG;
@@ -11,7 +12,8 @@
     if (!k) return null;
     TG.state.newKey = null;
     return h('section', { class: 'card new-key', id: 'new-key-panel', 'aria-labelledby': 'new-key-title' },
-      h('h2', { id: 'new-key-title', text: k.fresh ? 'Your first API key' : `New key “${k.name}”` }),
+      h('h2', { id: 'new-key-title', tabindex: -1, text: k.fresh ? 'Your first API key' : `New key “${k.name}”` }),
+      k.note ? h('p', { text: k.note }) : null,
       TG.notice('Copy this key now. It is shown only this once: Tollgate stores only a hash of it, so nobody can show it to you again. If you lose it, issue a new one and revoke this one.', 'warn'),
       TG.code(k.key, 'new-key'));
   };
@@ -45,14 +47,105 @@
   };
 
   // ---- keys ------------------------------------------------------------------------------
-  function keyRow(k, reload) {
+  // A key's controls. Each field is named as the API names the setting, so the `param` of a
+  // refusal lands next to its field.
+  const PERIODS = [
+    { value: 'day', label: 'Per day' },
+    { value: 'week', label: 'Per week' },
+    { value: 'month', label: 'Per month' },
+    { value: 'lifetime', label: 'Lifetime (never resets)' },
+  ];
+  // [setting, label, unit in the list]
+  const LIMITS = [
+    ['requests_per_minute', 'Requests per minute', 'requests/min'],
+    ['tokens_per_minute', 'Tokens per minute', 'tokens/min'],
+    ['concurrent_requests', 'Requests in flight at once', 'at once'],
+  ];
+  const GRACE = [
+    { value: '0', label: 'No time: it stops now' },
+    { value: '3600', label: '1 hour' },
+    { value: '86400', label: '24 hours' },
+    { value: '604800', label: '7 days' },
+    { value: '2592000', label: '30 days' },
+  ];
+
+  // A key's settings as the form's text (all empty for a new key): what the form starts with,
+  // and what a submit compares with to send only what changed.
+  function settingsText(k) {
+    const t = (x) => (TG.num(x) === null ? '' : String(x));
+    const v = {
+      budget_credits: t(k.budget_credits),
+      budget_period: TG.str(k.budget_period) || 'month',
+      allowed_models: TG.arr(k.allowed_models).join(', '),
+      expires_at: TG.num(k.expires_at) === null ? '' : TG.day(k.expires_at),
+    };
+    for (const [name] of LIMITS) v[name] = t(k[name]);
+    return v;
+  }
+
+  function settingsFields(v, models) {
+    const known = models.length ? ` On this gateway: ${models.slice(0, 12).join(', ')}${models.length > 12 ? ', …' : ''}.` : '';
+    return [
+      { name: 'budget_credits', label: 'Budget (credits)', type: 'number', min: 0, step: 'any', inputmode: 'decimal', value: v.budget_credits, hint: 'Empty: no budget of its own.' },
+      { name: 'budget_period', label: 'Budget period', options: PERIODS, value: v.budget_period, hint: 'Starts afresh with each period (UTC).' },
+      { name: 'expires_at', label: 'Expires on', type: 'date', value: v.expires_at, hint: 'At 00:00 UTC that day. Empty: never.' },
+      { name: 'allowed_models', label: 'Allowed models', value: v.allowed_models, placeholder: 'e.g. economy', hint: `Model ids, aliases or tiers, separated by commas. Empty: every model.${known}` },
+      ...LIMITS.map(([name, label]) => ({ name, label, type: 'number', min: 1, step: 1, inputmode: 'numeric', value: v[name], hint: 'Empty: the plan’s limits only.' })),
+    ];
+  }
+
+  // The settings the form changed, as the API takes them: numbers where numbers are meant (what
+  // is not one is sent as typed, for the gateway to refuse by name), null for an emptied field.
+  function settingsBody(v, was) {
+    const num = (s) => (s === '' ? null : isFinite(Number(s)) ? Number(s) : s);
+    const changed = (name) => v[name] !== was[name];
+    const body = {};
+    if (changed('budget_credits') || (v.budget_credits !== '' && changed('budget_period'))) {
+      body.budget_credits = num(v.budget_credits);
+      if (v.budget_credits !== '') body.budget_period = v.budget_period;
+    }
+    if (changed('allowed_models')) {
+      const list = v.allowed_models.split(',').map((s) => s.trim()).filter(Boolean);
+      body.allowed_models = list.length ? list : null;
+    }
+    if (changed('expires_at')) body.expires_at = v.expires_at ? Date.parse(`${v.expires_at}T00:00:00Z`) / 1000 : null;
+    for (const [name] of LIMITS) if (changed(name)) body[name] = num(v[name]);
+    return body;
+  }
+  // `allowed_models[1]: …` is the allowed-models field's error.
+  const byField = (res) => (res.field ? Object.assign({}, res, { field: res.field.replace(/\[\d+\]$/, '') }) : res);
+
+  function budgetCell(k) {
+    const cap = TG.num(k.budget_credits), spent = TG.num(k.spent_credits);
+    if (cap === null) {
+      return h('td', { class: 'key-budget' }, 'None', spent ? h('div', { class: 'cell-note', text: `${TG.credits(spent)} spent` }) : null);
+    }
+    const period = TG.str(k.budget_period) || 'lifetime';
+    const resets = TG.num(k.budget_resets_at) === null ? '' : `, resets ${TG.time(k.budget_resets_at)}`;
+    return h('td', { class: 'key-budget' }, h('span', { class: 'nowrap', text: `${TG.credits(spent || 0)} / ${TG.credits(cap)}` }),
+      h('div', { class: 'cell-note', text: period === 'lifetime' ? 'lifetime' : `per ${period}${resets}` }));
+  }
+
+  // Unix seconds as "2026-11-23 14:05 UTC" that wraps only between date and time.
+  const stamp = (unix) => {
+    const t = TG.time(unix);
+    return t === '—' ? t : [h('span', { class: 'nowrap', text: t.slice(0, 10) }), ' ', h('span', { class: 'nowrap', text: t.slice(11) })];
+  };
+
+  function keyRow(k, page) {
+    const set = LIMITS.filter(([name]) => TG.num(k[name]) !== null);
+    const models = TG.arr(k.allowed_models).map(TG.str);
+    const expired = TG.num(k.expires_at) !== null && k.expires_at * 1000 <= Date.now();
     const actions = h('td', { class: 'row-actions' });
-    const row = h('tr', { id: `key-${k.id}`, 'data-key-id': k.id, class: k.revoked ? 'revoked' : null },
-      h('td', { class: 'key-name', text: TG.str(k.name) }),
+    const row = h('tr', { id: `key-${k.id}`, 'data-key-id': k.id, class: k.revoked || expired ? 'revoked' : null },
+      h('td', {}, h('div', { class: 'key-name', text: TG.str(k.name) }),
+        k.revoked ? TG.badge('revoked', 'off') : expired ? TG.badge('expired', 'off') : TG.badge('active', 'live')),
       h('td', {}, h('code', { text: `${TG.str(k.prefix)}…` })),
-      h('td', { class: 'nowrap', text: TG.time(k.created_at) }),
-      h('td', { class: 'nowrap', text: k.last_used_at ? TG.time(k.last_used_at) : 'Never' }),
-      h('td', {}, k.revoked ? TG.badge('revoked', 'off') : TG.badge('active', 'live')),
+      budgetCell(k),
+      h('td', { class: 'key-limits' }, set.length ? set.map(([name, , unit]) => h('div', { class: 'nowrap', text: `${TG.int(k[name])} ${unit}` })) : 'The plan’s'),
+      h('td', { class: 'key-models' }, models.length ? models.map((m, i) => [i ? ', ' : null, h('span', { class: 'nowrap', text: m })]) : 'All'),
+      h('td', { class: 'key-expires' }, TG.num(k.expires_at) === null ? 'Never' : stamp(k.expires_at)),
+      h('td', {}, k.last_used_at ? stamp(k.last_used_at) : 'Never', h('div', { class: 'cell-note nowrap', text: `created ${TG.day(k.created_at)}` })),
       actions);
     if (k.revoked) return row;
     const ask = () => {
@@ -67,49 +160,120 @@
           err.hidden = false;
           return;
         }
-        await reload(`Key “${k.name}” is revoked; requests with it are refused.`);
+        await page.reload(`Key “${k.name}” is revoked; requests with it are refused.`);
       }));
       TG.replace(actions, h('div', { class: 'confirm', role: 'group', 'aria-label': `Revoke ${k.name}?` },
         h('span', { text: 'Revoke it? Apps using it stop working.' }), yes, no, err));
       yes.focus();
     };
-    const revoke = h('button', { type: 'button', class: 'secondary', text: 'Revoke', 'aria-label': `Revoke key ${k.name}` });
-    revoke.addEventListener('click', ask);
-    const idle = () => TG.replace(actions, revoke);
+    const button = (text, label, fn) => h('button', { type: 'button', class: 'secondary', text, 'aria-label': label, on: { click: fn } });
+    const settings = button('Settings', `Settings of key ${k.name}`, () => settingsDialog(k, page));
+    const rotate = button('Rotate', `Rotate key ${k.name}`, () => rotateDialog(k, page));
+    const revoke = button('Revoke', `Revoke key ${k.name}`, ask);
+    const idle = () => TG.replace(actions, h('div', { class: 'key-actions' }, settings, rotate, revoke));
     idle();
     return row;
+  }
+
+  function settingsDialog(k, page) {
+    const was = settingsText(k);
+    const form = TG.form({
+      id: 'key-settings-form', cls: 'key-form', submit: 'Save settings',
+      fields: settingsFields(was, page.models),
+      onSubmit: async (v) => {
+        const body = settingsBody(v, was);
+        if (!Object.keys(body).length) return { ok: false, error: 'Nothing changed.' };
+        const res = await TG.api.patch(`/api/v1/keys/${TG.enc(k.id)}`, body);
+        if (!res.ok) return byField(res);
+        dialog.close();
+        await page.reload(`Settings of “${k.name}” saved.`, k.id);
+        return { ok: true };
+      },
+    });
+    const dialog = page.dialog('key-settings', `Settings of “${k.name}” (${TG.str(k.prefix)}…)`, form);
+  }
+
+  function rotateDialog(k, page) {
+    const form = TG.form({
+      id: 'rotate-key-form', submit: 'Rotate key',
+      fields: [{ name: 'grace_seconds', label: 'Keep the old key working for', options: GRACE, value: '86400', hint: 'Time to move your apps to the new key.' }],
+      onSubmit: async (v) => {
+        const res = await TG.api.post(`/api/v1/keys/${TG.enc(k.id)}/rotate`, { grace_seconds: Number(v.grace_seconds) });
+        if (!res.ok) return res;
+        const until = TG.num((res.data.replaces || {}).expires_at);
+        const old = `The old key ${TG.str(k.prefix)}…`;
+        dialog.close();
+        page.shown({ key: TG.str(res.data.key), name: TG.str(res.data.name),
+          note: until !== null && until * 1000 > Date.now() ? `${old} keeps working until ${TG.time(until)}.` : `${old} no longer works.` });
+        await page.reload(`Key “${k.name}” is rotated.`);
+        return { ok: true };
+      },
+    });
+    const dialog = page.dialog('rotate-key', `Rotate “${k.name}” (${TG.str(k.prefix)}…)`,
+      h('p', { text: 'A new key with the same settings replaces this one. It is shown once.' }), form);
   }
 
   TG.pages.keys = async (view) => {
     const top = h('div', {});
     const list = h('div', { id: 'keys-list' }, TG.loading());
     const status = h('div', { 'aria-live': 'polite' });
-    const reload = async (message) => {
-      const res = await TG.api.get('/api/v1/keys');
-      if (!res.ok) return TG.replace(list, TG.failed(res, 'your keys'));
-      const keys = TG.arr(res.data.data).filter((k) => k && typeof k.id === 'string');
-      keys.sort((a, b) => (a.revoked === b.revoked ? (b.created_at || 0) - (a.created_at || 0) : a.revoked ? 1 : -1));
-      TG.replace(list, TG.table('Your API keys', ['Name', 'Key', 'Created', 'Last used', 'Status', ''], keys.map((k) => keyRow(k, reload)), 'No keys yet.'));
-      TG.replace(status, message ? TG.notice(message, 'ok') : null);
-    };
-    const form = TG.form({
-      id: 'issue-key-form', inline: true, submit: 'Issue key',
-      fields: [{ name: 'name', label: 'Key name', placeholder: 'e.g. production', hint: 'A name to tell your keys apart.' }],
-      onSubmit: async (v) => {
-        const res = await TG.api.post('/api/v1/keys', { name: v.name || 'unnamed' });
-        if (!res.ok) return res;
-        TG.state.newKey = { key: TG.str(res.data.key), name: TG.str(res.data.name) };
+    const listed = await TG.api.get('/v1/models');
+    const page = {
+      models: listed.ok ? TG.arr(listed.data.data).map((m) => (m ? TG.str(m.id) : '')).filter(Boolean) : [],
+      // After a change: the list afresh, what happened, and focus back on the key's row.
+      reload: async (message, focusId) => {
+        const res = await TG.api.get('/api/v1/keys');
+        if (!res.ok) return TG.replace(list, TG.failed(res, 'your keys'));
+        const keys = TG.arr(res.data.data).filter((k) => k && typeof k.id === 'string');
+        keys.sort((a, b) => (a.revoked === b.revoked ? (b.created_at || 0) - (a.created_at || 0) : a.revoked ? 1 : -1));
+        TG.replace(list, TG.table('Your API keys', ['Name', 'Key', 'Budget', 'Limits', 'Models', 'Expires', 'Last used', ''],
+          keys.map((k) => keyRow(k, page)), 'No keys yet.'));
+        TG.replace(status, message ? TG.notice(message, 'ok') : null);
+        const back = focusId && document.getElementById(`key-${focusId}`);
+        if (back && back.querySelector('button')) back.querySelector('button').focus();
+      },
+      // A new key, shown once at the top of the page.
+      shown: (key) => {
+        TG.state.newKey = key;
         TG.replace(top, TG.newKeyPanel());
+        top.querySelector('h2').focus();
+      },
+      // A modal dialog (the browser's own: focus stays inside, Escape closes it).
+      dialog: (id, title, ...body) => {
+        const d = h('dialog', { class: 'dialog', id, 'aria-labelledby': `${id}-title` }, h('h2', { id: `${id}-title`, text: title }), ...body);
+        const form = d.querySelector('form');
+        form.querySelector('button[type=submit]').after(h('button', { type: 'button', class: 'secondary', text: 'Cancel', on: { click: () => d.close() } }));
+        d.addEventListener('close', () => d.remove());
+        view.appendChild(d);
+        d.showModal();
+        return d;
+      },
+    };
+    const blank = settingsText({});
+    const form = TG.form({
+      id: 'issue-key-form', cls: 'issue-form', submit: 'Issue key',
+      fields: [{ name: 'name', label: 'Key name', placeholder: 'e.g. production', hint: 'A name to tell your keys apart.' },
+        ...settingsFields(blank, page.models)],
+      onSubmit: async (v) => {
+        const res = await TG.api.post('/api/v1/keys', Object.assign({ name: v.name || 'unnamed' }, settingsBody(v, blank)));
+        if (!res.ok && res.field && res.field !== 'name') more.open = true;
+        if (!res.ok) return byField(res);
+        page.shown({ key: TG.str(res.data.key), name: TG.str(res.data.name) });
         form.reset();
-        await reload();
+        await page.reload();
         return { ok: true };
       },
     });
+    // The controls are optional: folded away until asked for, and settable later too.
+    const grid = h('div', { class: 'key-grid' });
+    for (const f of settingsFields(blank, [])) grid.appendChild(form.inputs[f.name].input.closest('.field'));
+    const more = h('details', { class: 'key-more' }, h('summary', { text: 'Budget, models, expiry and limits (optional)' }), grid);
+    form.insertBefore(more, form.querySelector('.actions'));
     TG.add(view, h('h1', { tabindex: -1, text: 'API keys' }), top,
       TG.section('Issue a key', form),
       h('section', { class: 'card' }, h('h2', { text: 'Your keys' }), status, list));
     TG.replace(top, TG.newKeyPanel());
-    await reload();
+    await page.reload();
   };
 
   // ---- billing ---------------------------------------------------------------------------
