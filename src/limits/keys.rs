@@ -42,17 +42,18 @@ pub async fn admit_request(
             ));
         }
     }
+    let plan_limit = plans.usage_limits(&key.plan).1;
+    if key.limits.concurrent_requests.is_none() && plan_limit.is_none() {
+        return Ok(None);
+    }
     let key_ident = format!("key:{}", key.key_id);
     let acct_ident = format!("acct:{}", key.account_id);
     let mut limits: Vec<(&str, i64, &str)> = Vec::new();
     if let Some(n) = key.limits.concurrent_requests {
         limits.push((&key_ident, n, "this key's"));
     }
-    if let Some(n) = plans.usage_limits(&key.plan).1 {
+    if let Some(n) = plan_limit {
         limits.push((&acct_ident, n as i64, "the plan's"));
-    }
-    if limits.is_empty() {
-        return Ok(None);
     }
     let pairs: Vec<(&str, i64)> = limits.iter().map(|(i, n, _)| (*i, *n)).collect();
     match limiter.in_flight.take(limiter, &pairs, request_id).await {
