@@ -58,7 +58,10 @@ fn ask() -> Value {
 
 #[tokio::test]
 async fn a_budget_caps_what_a_key_spends_and_says_when_it_resets() {
-    let fake = FakeOpenAi::builder("p").mode(Mode::Usage(10, 100)).start().await;
+    let fake = FakeOpenAi::builder("p")
+        .mode(Mode::Usage(10, 100))
+        .start()
+        .await;
     let gw = Gateway::start(tollgate_bin!(), &one_model_config(&fake, "m")).await;
     let (key, id) = key_with(&gw, json!({"budget_credits": 1, "budget_period": "day"})).await;
     assert_eq!(listed(&gw, &id).await["spent_credits"], json!(0.0));
@@ -91,20 +94,41 @@ async fn a_budget_caps_what_a_key_spends_and_says_when_it_resets() {
     assert_eq!(gw.chat_as(Some(&gw.key), &ask()).await.status, 200);
 
     // A bigger budget lets it go on; a lifetime one too.
-    let r = api(&gw, "PATCH", &format!("/api/v1/keys/{id}"), &gw.key, &json!({"budget_credits": 2, "budget_period": "lifetime"})).await;
+    let r = api(
+        &gw,
+        "PATCH",
+        &format!("/api/v1/keys/{id}"),
+        &gw.key,
+        &json!({"budget_credits": 2, "budget_period": "lifetime"}),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["budget_period"], "lifetime");
     assert_eq!(r.json()["budget_resets_at"], Value::Null);
     tokio::time::sleep(std::time::Duration::from_secs(5)).await; // the key cache
     assert_eq!(gw.chat_as(Some(&key), &ask()).await.status, 200);
     // A successor has the same settings.
-    let r = api(&gw, "POST", &format!("/api/v1/keys/{id}/rotate"), &gw.key, &json!({"grace_seconds": 0})).await;
+    let r = api(
+        &gw,
+        "POST",
+        &format!("/api/v1/keys/{id}/rotate"),
+        &gw.key,
+        &json!({"grace_seconds": 0}),
+    )
+    .await;
     assert_eq!(r.status, 201, "{}", r.text());
     assert_eq!(r.json()["budget_credits"], json!(2.0));
     assert_eq!(r.json()["budget_period"], "lifetime");
     let id = r.json()["id"].as_str().unwrap().to_owned();
     // Removing the budget removes the cap.
-    let r = api(&gw, "PATCH", &format!("/api/v1/keys/{id}"), &gw.key, &json!({"budget_credits": null})).await;
+    let r = api(
+        &gw,
+        "PATCH",
+        &format!("/api/v1/keys/{id}"),
+        &gw.key,
+        &json!({"budget_credits": null}),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["budget_credits"], Value::Null);
 }
@@ -125,9 +149,15 @@ async fn bad_settings_are_refused_by_name_and_change_nothing() {
         (json!({"tokens_per_minute": -1}), "tokens_per_minute"),
         (json!({"concurrent_requests": 0}), "concurrent_requests"),
         (json!({"concurrent_requests": 2.5}), "concurrent_requests"),
-        (json!({"allowed_models": ["no-such-model"]}), "allowed_models[0]"),
+        (
+            json!({"allowed_models": ["no-such-model"]}),
+            "allowed_models[0]",
+        ),
         (json!({"expires_at": 1_000_000}), "expires_at"),
-        (json!({"budget_credits": 3, "tokens_per_minute": 0}), "tokens_per_minute"),
+        (
+            json!({"budget_credits": 3, "tokens_per_minute": 0}),
+            "tokens_per_minute",
+        ),
         (json!({"colour": "red"}), "colour"),
     ] {
         let r = api(&gw, "PATCH", &format!("/api/v1/keys/{id}"), &gw.key, &body).await;
@@ -141,15 +171,23 @@ async fn bad_settings_are_refused_by_name_and_change_nothing() {
         r.error(400, "invalid_request");
     }
     assert_eq!(listed(&gw, &id).await, before);
-    let keys = api(&gw, "GET", "/api/v1/keys", &gw.key, &json!({})).await.json();
-    assert!(keys["data"].as_array().unwrap().iter().all(|k| k["name"] != "bad"));
+    let keys = api(&gw, "GET", "/api/v1/keys", &gw.key, &json!({}))
+        .await
+        .json();
+    assert!(keys["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|k| k["name"] != "bad"));
     assert!(gw.is_healthy().await);
 }
 
 #[tokio::test]
 async fn fifty_concurrent_requests_over_two_instances_never_overrun_the_budget() {
     if redis_url().is_none() {
-        return skip("two instances share a key's budget through Redis: TOLLGATE_TEST_REDIS_URL is not set");
+        return skip(
+            "two instances share a key's budget through Redis: TOLLGATE_TEST_REDIS_URL is not set",
+        );
     }
     let fake = FakeOpenAi::builder("p")
         .mode(Mode::Slow(std::time::Duration::from_millis(20)))
@@ -159,7 +197,11 @@ async fn fifty_concurrent_requests_over_two_instances_never_overrun_the_budget()
     let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let other = gw.second(tollgate_bin!(), &cfg).await;
     // 2.5 credits: about a dozen requests' holds, far fewer than 50.
-    let (key, id) = key_with(&gw, json!({"budget_credits": 2.5, "budget_period": "month"})).await;
+    let (key, id) = key_with(
+        &gw,
+        json!({"budget_credits": 2.5, "budget_period": "month"}),
+    )
+    .await;
     let before = gw.balance(&gw.key).await;
     let mut tasks = Vec::new();
     for i in 0..50 {
@@ -167,10 +209,22 @@ async fn fifty_concurrent_requests_over_two_instances_never_overrun_the_budget()
         let key = key.clone();
         let stream = i % 3 == 0;
         tasks.push(tokio::spawn(async move {
-            let body = json!({"model": "m", "messages": user("hi"), "max_tokens": 100, "stream": stream});
+            let body =
+                json!({"model": "m", "messages": user("hi"), "max_tokens": 100, "stream": stream});
             let b = serde_json::to_vec(&body).unwrap();
             let auth = format!("Bearer {key}");
-            request(addr, "POST", "/v1/chat/completions", &[("Content-Type", "application/json"), ("Authorization", &auth)], &b).await.status
+            request(
+                addr,
+                "POST",
+                "/v1/chat/completions",
+                &[
+                    ("Content-Type", "application/json"),
+                    ("Authorization", &auth),
+                ],
+                &b,
+            )
+            .await
+            .status
         }));
     }
     let mut statuses = Vec::new();
@@ -188,7 +242,10 @@ async fn fifty_concurrent_requests_over_two_instances_never_overrun_the_budget()
     let spent = micros(&k["spent_credits"]);
     assert_eq!(spent, drop, "{k}");
     assert!(drop <= 2_500_000, "the budget was overrun: {drop} µcr");
-    assert_eq!(micros(&listed_by(&other, &gw.key, &id).await["spent_credits"]), drop);
+    assert_eq!(
+        micros(&listed_by(&other, &gw.key, &id).await["spent_credits"]),
+        drop
+    );
 }
 
 #[tokio::test]
@@ -201,7 +258,10 @@ async fn the_budget_starts_over_at_the_period_boundary() {
     let midnight = (now / 86_400_000 + 1) * 86_400_000;
     let offset = midnight - now - 8_000;
     let started = std::time::Instant::now();
-    let fake = FakeOpenAi::builder("p").mode(Mode::Usage(10, 100)).start().await;
+    let fake = FakeOpenAi::builder("p")
+        .mode(Mode::Usage(10, 100))
+        .start()
+        .await;
     let opts = Opts {
         env: vec![("TOLLGATE_CLOCK_OFFSET_MS".into(), offset.to_string())],
         ..Opts::default()
@@ -218,11 +278,17 @@ async fn the_budget_starts_over_at_the_period_boundary() {
     let k = listed(&gw, &id).await;
     assert_eq!(micros(&k["spent_credits"]), 300_000);
     assert_eq!(k["budget_resets_at"].as_i64().unwrap() * 1000, midnight);
-    assert!(started.elapsed() < std::time::Duration::from_secs(7), "too slow to see the day turn");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(7),
+        "too slow to see the day turn"
+    );
     tokio::time::sleep(std::time::Duration::from_secs(9).saturating_sub(started.elapsed())).await;
     // A new day: the budget is whole again.
     assert_eq!(gw.chat_as(Some(&key), &ask()).await.status, 200);
     let k = listed(&gw, &id).await;
     assert_eq!(micros(&k["spent_credits"]), 210_000);
-    assert_eq!(k["budget_resets_at"].as_i64().unwrap() * 1000, midnight + 86_400_000);
+    assert_eq!(
+        k["budget_resets_at"].as_i64().unwrap() * 1000,
+        midnight + 86_400_000
+    );
 }

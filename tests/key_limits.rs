@@ -36,7 +36,10 @@ async fn chat_at(addr: std::net::SocketAddr, key: &str, stream: bool) -> Respons
     let body = json!({"model": "m", "messages": user("hi"), "max_tokens": 100, "stream": stream});
     let b = serde_json::to_vec(&body).unwrap();
     let auth = format!("Bearer {key}");
-    let headers = [("Content-Type", "application/json"), ("Authorization", auth.as_str())];
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Authorization", auth.as_str()),
+    ];
     request(addr, "POST", "/v1/chat/completions", &headers, &b).await
 }
 
@@ -64,7 +67,10 @@ async fn a_key_limited_to_requests_per_minute_is_refused_with_retry_after() {
     let r = chat_at(gw.addr, &key, false).await;
     let e = r.error(429, "rate_limit_exceeded");
     assert!(
-        e["error"]["message"].as_str().unwrap().contains("3 requests per minute"),
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("3 requests per minute"),
         "{e}"
     );
     let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
@@ -77,7 +83,10 @@ async fn a_key_limited_to_requests_per_minute_is_refused_with_retry_after() {
 async fn tokens_per_minute_count_the_usage_exactly_across_instances() {
     // Each request: 10 + 100 tokens used, estimated at admission as its prompt plus
     // max_tokens (100), corrected to 110 when settled.
-    let fake = FakeOpenAi::builder("p").mode(Mode::Usage(10, 100)).start().await;
+    let fake = FakeOpenAi::builder("p")
+        .mode(Mode::Usage(10, 100))
+        .start()
+        .await;
     let cfg = one_model_config(&fake, "m");
     let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let other = match redis_url() {
@@ -132,7 +141,10 @@ async fn a_plan_limits_tokens_per_minute_and_requests_in_flight_per_account() {
     let r = chat_at(gw.addr, &gw.key, false).await;
     let e = r.error(429, "rate_limit_exceeded");
     assert!(
-        e["error"]["message"].as_str().unwrap().contains("the plan's limit of 1 requests in flight"),
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the plan's limit of 1 requests in flight"),
         "{e}"
     );
     assert_eq!(first.await.unwrap().status, 200);
@@ -162,7 +174,10 @@ async fn admitted_within(addr: std::net::SocketAddr, key: &str, limit: Duration)
             return t.elapsed();
         }
         assert_eq!(r.status, 429, "{}", r.text());
-        assert!(t.elapsed() < limit, "the slots were not given back within {limit:?}");
+        assert!(
+            t.elapsed() < limit,
+            "the slots were not given back within {limit:?}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -193,11 +208,18 @@ async fn three_in_flight_of_twenty_streams_and_every_slot_comes_back() {
         let r = t.await.unwrap();
         if r.status == 429 {
             let e = r.error(429, "rate_limit_exceeded");
-            assert!(e["error"]["message"].as_str().unwrap().contains("3 requests in flight"));
+            assert!(e["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("3 requests in flight"));
         }
         statuses.push(r.status);
     }
-    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 3, "{statuses:?}");
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        3,
+        "{statuses:?}"
+    );
     assert_eq!(fake.chat_count(), 3);
     // Answered: their slots are back.
     admitted_within(gw.addr, &key, Duration::from_secs(2)).await;
@@ -227,5 +249,8 @@ async fn three_in_flight_of_twenty_streams_and_every_slot_comes_back() {
         let _ = s.await;
     }
     let waited = admitted_within(gw.addr, &key, Duration::from_secs(8)).await;
-    assert!(waited >= Duration::from_millis(500), "the slots were never held: {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(500),
+        "the slots were never held: {waited:?}"
+    );
 }

@@ -119,7 +119,12 @@ async fn pipeline(
                 ctx.set_header("X-Credits-Remaining", format_credits(balance));
                 ctx.metered = Some(Charge::new(hold, budget).within(reserved));
             }
-            Hold::OverBudget { left } => return Err(crate::metering::key_budget::over_budget(key.limits.budget, left)),
+            Hold::OverBudget { left } => {
+                return Err(crate::metering::key_budget::over_budget(
+                    key.limits.budget,
+                    left,
+                ))
+            }
             Hold::Refused { balance } => {
                 if let Some(b) = balance {
                     ctx.set_header("X-Credits-Remaining", format_credits(b));

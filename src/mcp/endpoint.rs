@@ -280,7 +280,10 @@ impl Call<'_> {
             Hold::Placed { hold, reserved, .. } => (hold, reserved),
             Hold::OverBudget { left } => {
                 self.outcome(&service.slug, "refused");
-                return Err(err(crate::metering::key_budget::over_budget(self.budget, left)));
+                return Err(err(crate::metering::key_budget::over_budget(
+                    self.budget,
+                    left,
+                )));
             }
             Hold::Refused { .. } => {
                 self.outcome(&service.slug, "refused");
@@ -337,7 +340,11 @@ impl Call<'_> {
             // settlement waits for the ledger: it is owed).
             let owed = if ok { r.amount } else { 0 };
             let charged = written.map_or(owed, |w| w.charged);
-            meter.limiter.budgets.settle(meter.limiter, r, charged).await;
+            meter
+                .limiter
+                .budgets
+                .settle(meter.limiter, r, charged)
+                .await;
         }
         if written.is_none() && ok {
             // The ledger failed: the settlement waits and is retried until it commits (the

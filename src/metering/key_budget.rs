@@ -88,4 +88,3 @@ pub fn over_budget(budget: Option<(i64, Period)>, left: i64) -> tollgate_filters
         ),
     )
 }
-
