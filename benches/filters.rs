@@ -112,6 +112,7 @@ fn catalog(n: usize) -> Catalog {
             output_micros_per_1k: 2,
             cache_read_micros_per_1k: None,
             cache_write_micros_per_1k: None,
+            cache_write_1h_micros_per_1k: None,
             max_output_tokens: 1000,
             completions: false,
             guest: false,

@@ -48,7 +48,7 @@ fn run(t: &mut dyn StreamTranslator, events: &[SseEvent]) -> usize {
             bytes += v.len();
         }
     }
-    bytes + t.close(Usage::default()).len()
+    bytes + t.close(Usage::default(), None).len()
 }
 
 fn bench_streams(c: &mut Criterion) {

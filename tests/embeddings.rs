@@ -88,7 +88,12 @@ async fn embeddings_are_charged_exactly_and_fail_over_only_within_the_models_poo
         DEFAULT_DIMENSIONS
     );
     let n = tokens_of(&json!("hello, embeddings"));
-    assert_eq!(v["usage"], json!({"prompt_tokens": n, "total_tokens": n}));
+    let mut usage = v["usage"].clone();
+    // What it cost, at 10 credits per 1K tokens: README, Cost in every response.
+    let cost = usage.as_object_mut().unwrap().remove("cost").unwrap();
+    assert_eq!(micros(&cost), n as i64 * 10_000);
+    usage.as_object_mut().unwrap().remove("cost_details");
+    assert_eq!(usage, json!({"prompt_tokens": n, "total_tokens": n}));
     assert!(r.header("x-credits-remaining").is_some());
     tokens += n as i64;
     ok.push(r.header("x-request-id").unwrap().to_owned());

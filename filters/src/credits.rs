@@ -12,26 +12,65 @@ use crate::Usage;
 pub const MICROS_PER_CREDIT: i64 = 1_000_000;
 
 /// A model's prices in µcr per 1K tokens. Cache rates, when set, price the cache parts of the
-/// prompt (Anthropic's prompt caching); without them those tokens cost the input rate.
+/// prompt (Anthropic's prompt caching, OpenAI's cached input); without them those tokens cost
+/// the input rate. A one-hour cache write costs `cache_write_1h`, else the five-minute
+/// `cache_write` rate.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Rates {
     pub input: u64,
     pub output: u64,
     pub cache_read: Option<u64>,
     pub cache_write: Option<u64>,
+    pub cache_write_1h: Option<u64>,
+}
+
+/// A request's price by part, in thousandths of a µcr: exact, since rates are per 1K tokens.
+/// The charge is their sum rounded up once ([`Parts::total`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Parts {
+    /// The prompt outside the cache.
+    pub input: u128,
+    pub output: u128,
+    pub cache_read: u128,
+    /// Cache writes, five-minute and one-hour.
+    pub cache_write: u128,
+}
+
+impl Parts {
+    /// The price in µcr: the parts' sum rounded up to the micro-credit.
+    pub fn total(&self) -> i64 {
+        let milli = self
+            .input
+            .saturating_add(self.output)
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write);
+        milli.div_ceil(1000).min(i64::MAX as u128) as i64
+    }
+}
+
+/// The price of each part of a request's usage at `rates`. The cache counts are parts of the
+/// prompt, capped at what the prompt has (reads first, then writes, one-hour writes among
+/// them), so an upstream's inconsistent counts never bill a token twice.
+pub fn parts_at(usage: Usage, rates: &Rates) -> Parts {
+    let read = usage.cache_read_tokens.min(usage.prompt_tokens);
+    let write = usage.cache_write_tokens.min(usage.prompt_tokens - read);
+    let write_1h = usage.cache_write_1h_tokens.min(write);
+    let plain = usage.prompt_tokens - read - write;
+    let at = |tokens: u64, rate: u64| tokens as u128 * rate as u128;
+    let write_rate = rates.cache_write.unwrap_or(rates.input);
+    Parts {
+        input: at(plain, rates.input),
+        output: at(usage.completion_tokens, rates.output),
+        cache_read: at(read, rates.cache_read.unwrap_or(rates.input)),
+        cache_write: at(write - write_1h, write_rate)
+            + at(write_1h, rates.cache_write_1h.unwrap_or(write_rate)),
+    }
 }
 
 /// The price of one request in µcr at `rates`: like [`cost`], with the prompt's cache-read and
-/// cache-write tokens at their own rates.
+/// cache-write tokens at their own rates ([`parts_at`]).
 pub fn cost_at(usage: Usage, rates: &Rates) -> i64 {
-    let read = usage.cache_read_tokens.min(usage.prompt_tokens);
-    let write = usage.cache_write_tokens.min(usage.prompt_tokens - read);
-    let plain = usage.prompt_tokens - read - write;
-    let milli = plain as u128 * rates.input as u128
-        + read as u128 * rates.cache_read.unwrap_or(rates.input) as u128
-        + write as u128 * rates.cache_write.unwrap_or(rates.input) as u128
-        + usage.completion_tokens as u128 * rates.output as u128;
-    milli.div_ceil(1000).min(i64::MAX as u128) as i64
+    parts_at(usage, rates).total()
 }
 
 /// The price of one request in µcr: `ceil((p × in + c × out) / 1000)`.
@@ -172,129 +211,4 @@ pub fn estimate_prompt_tokens(req: &ChatRequest<'_>, body_bytes: usize) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cost_is_exact_then_rounded_up_once() {
-        // 1 credit / 1K in, 2 credits / 1K out: 1000 µcr and 2000 µcr per token.
-        let u = Usage {
-            prompt_tokens: 11,
-            completion_tokens: 7,
-            ..Usage::default()
-        };
-        assert_eq!(cost(u, 1_000_000, 2_000_000), 11_000 + 14_000);
-        // 0.15 credits / 1K = 150 µcr per token... per 1K: 150_000 µcr/1K = 150 µcr/token.
-        assert_eq!(
-            cost(
-                Usage {
-                    prompt_tokens: 3,
-                    completion_tokens: 0,
-                    ..Usage::default()
-                },
-                150_000,
-                0
-            ),
-            450
-        );
-        // Fractional: 1 µcr per 1K tokens, 1 token = 0.001 µcr, rounded up to 1.
-        assert_eq!(
-            cost(
-                Usage {
-                    prompt_tokens: 1,
-                    completion_tokens: 0,
-                    ..Usage::default()
-                },
-                1,
-                0
-            ),
-            1
-        );
-        assert_eq!(cost(Usage::default(), 5, 5), 0);
-    }
-
-    #[test]
-    fn hold_size_and_affordable_tokens() {
-        let h = size_hold(10, 100, 1, 1_000_000, 2_000_000);
-        assert_eq!(h.prompt_cost, 10_000);
-        assert_eq!(h.wanted, 10_000 + 200_000);
-        assert_eq!(h.minimum, 12_000);
-        assert_eq!(h.affordable_tokens(h.wanted, 100), 100);
-        assert_eq!(h.affordable_tokens(50_000, 100), 20);
-        assert_eq!(h.affordable_tokens(12_000, 100), 1);
-        assert_eq!(h.affordable_tokens(11_999, 100), 0);
-        let free = size_hold(10, 100, 1, 0, 0);
-        assert_eq!((free.wanted, free.minimum), (0, 0));
-        assert_eq!(free.affordable_tokens(0, 100), 100);
-    }
-
-    #[test]
-    fn every_choice_of_n_is_held_for_max_tokens() {
-        let h = size_hold(10, 100, 4, 1_000_000, 2_000_000);
-        assert_eq!(h.wanted, 10_000 + 4 * 200_000);
-        assert_eq!(h.minimum, 10_000 + 4 * 2_000, "one token for each choice");
-        assert_eq!(h.affordable_tokens(h.wanted, 100), 100);
-        // Half the output paid for: each of the 4 choices gets half its tokens.
-        assert_eq!(h.affordable_tokens(10_000 + 400_000, 100), 50);
-        assert_eq!(h.affordable_tokens(h.minimum, 100), 1);
-        assert_eq!(h.affordable_tokens(h.minimum - 1, 100), 0);
-    }
-
-    #[test]
-    fn credits_edges() {
-        assert_eq!(from_credits(100.0), Some(100_000_000));
-        assert_eq!(from_credits(0.000001), Some(1));
-        assert_eq!(from_credits(f64::NAN), None);
-        assert_eq!(to_credits(1_500_000), 1.5);
-        assert_eq!(format_credits(99_987_500), "99.9875");
-        assert_eq!(format_credits(100_000_000), "100");
-        assert_eq!(format_credits(1), "0.000001");
-        assert_eq!(format_credits(-1_500_000), "-1.5");
-        assert_eq!(format_credits(2_100_001), "2.100001");
-        assert_eq!(format_credits(0), "0");
-        assert_eq!(format_credits(-30), "-0.00003");
-    }
-
-    fn estimate(body: serde_json::Value) -> u64 {
-        let bytes = serde_json::to_vec(&body).unwrap();
-        let req = crate::openai::request::parse_chat_request(&bytes).unwrap();
-        estimate_prompt_tokens(&req, bytes.len())
-    }
-
-    #[test]
-    fn prompt_estimate_leans_high() {
-        let m = serde_json::json!([{"role":"user","content":"hello world, how are you today?"}]);
-        let est = estimate(serde_json::json!({"model":"m","messages":m}));
-        assert!(est >= crate::tokens::count_prompt(&m), "{est}");
-    }
-
-    #[test]
-    fn tools_and_response_format_count_toward_the_estimate() {
-        let m = serde_json::json!([{"role":"user","content":"hi"}]);
-        let plain = estimate(serde_json::json!({"model":"m","messages":m}));
-        let schema = serde_json::json!({"type":"object","properties":{"city":{"type":"string","description":"x".repeat(3000)}}});
-        let tools = estimate(serde_json::json!({"model":"m","messages":m,
-            "tools":[{"type":"function","function":{"name":"weather","parameters":schema}}]}));
-        assert!(tools >= plain + 1000, "{plain} -> {tools}");
-        let format = estimate(serde_json::json!({"model":"m","messages":m,
-            "response_format":{"type":"json_schema","json_schema":{"name":"s","schema":schema}}}));
-        assert!(format >= plain + 1000, "{plain} -> {format}");
-    }
-
-    #[test]
-    fn an_image_part_counts_its_allowance_not_its_data_url() {
-        let image = |url: &str| {
-            serde_json::json!({"model":"m","messages":[{"role":"user","content":[
-                {"type":"text","text":"what is this?"},
-                {"type":"image_url","image_url":{"url":url}}]}]})
-        };
-        let small = estimate(image("https://example.com/a.png"));
-        let data = format!("data:image/png;base64,{}", "A".repeat(1_000_000));
-        let big = estimate(image(&data));
-        assert!(
-            (IMAGE_PART_TOKENS..IMAGE_PART_TOKENS + 100).contains(&small),
-            "{small}"
-        );
-        assert!(big.abs_diff(small) < 20, "{small} vs {big}");
-    }
-}
+mod tests;

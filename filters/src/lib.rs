@@ -29,7 +29,9 @@
 //! - [`route`]: the model catalog (pinned ids, aliases, tiers, deprecation) and the ordered
 //!   route candidates over a health snapshot.
 //! - [`credits`]: integer micro-credit arithmetic: the hold's size before forwarding, the cost
-//!   at settlement.
+//!   at settlement, priced by part (input, output, cache reads and writes).
+//! - [`cost`]: what a settled request cost, as its reply tells the client (`usage.cost`,
+//!   `usage.cost_details`), spliced into a JSON reply's usage object or an event's.
 //! - [`budget`]: a key's budget period (day, week, month, lifetime) in UTC.
 //! - [`sse`]: the incremental Server-Sent Events decoder (events split at any byte, bounded
 //!   buffer) that feeds a stream translator.
@@ -54,6 +56,7 @@
 pub mod anthropic;
 pub mod budget;
 pub mod changelog;
+pub mod cost;
 pub mod credits;
 pub mod error;
 pub mod gemini;
@@ -74,16 +77,24 @@ pub mod translator;
 pub use error::{ErrorKind, GatewayError};
 
 /// Token counts of one completion, as OpenAI's `usage` object reports them. The cache counts
-/// (Anthropic's prompt caching) are parts of `prompt_tokens`, billed at the model's cache rates
-/// when it has them.
+/// (Anthropic's prompt caching, OpenAI's cached input) are parts of `prompt_tokens`, billed at
+/// the model's cache rates when it has them; reasoning is part of `completion_tokens`, billed
+/// as output.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
-    /// Of `prompt_tokens`: read from the provider's prompt cache.
+    /// Of `prompt_tokens`: read from the provider's prompt cache (Anthropic's
+    /// `cache_read_input_tokens`, OpenAI's `prompt_tokens_details.cached_tokens`).
     pub cache_read_tokens: u64,
     /// Of `prompt_tokens`: written to the provider's prompt cache.
     pub cache_write_tokens: u64,
+    /// Of `cache_write_tokens`: written for an hour (Anthropic's `ttl: "1h"`); the rest for
+    /// five minutes.
+    pub cache_write_1h_tokens: u64,
+    /// Of `completion_tokens`: reasoning (OpenAI's `completion_tokens_details`), shown, not
+    /// priced apart.
+    pub reasoning_tokens: u64,
 }
 
 impl Usage {
@@ -114,24 +125,41 @@ impl Usage {
     /// [`Usage::from_json`] over the raw text of the value, without building a tree.
     pub fn from_raw(raw: &str) -> Option<Usage> {
         #[derive(serde::Deserialize)]
-        struct Counts {
+        struct Counts<'a> {
             prompt_tokens: u64,
             completion_tokens: u64,
+            #[serde(borrow, default)]
+            prompt_tokens_details: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow, default)]
+            completion_tokens_details: Option<&'a serde_json::value::RawValue>,
         }
-        let c: Counts = serde_json::from_str(raw).ok()?;
+        let c: Counts<'_> = serde_json::from_str(raw).ok()?;
+        // The details are read leniently: a provider's odd details never lose the counts.
+        let detail = |d: Option<&serde_json::value::RawValue>, key: &str| {
+            d.and_then(|d| serde_json::from_str::<serde_json::Value>(d.get()).ok())
+                .and_then(|d| d.get(key).and_then(serde_json::Value::as_u64))
+                .unwrap_or(0)
+        };
         Some(Usage {
             prompt_tokens: c.prompt_tokens,
             completion_tokens: c.completion_tokens,
+            cache_read_tokens: detail(c.prompt_tokens_details, "cached_tokens"),
+            reasoning_tokens: detail(c.completion_tokens_details, "reasoning_tokens"),
             ..Usage::default()
         })
     }
 
-    /// Reads an OpenAI `usage` object; `None` when it is absent, null or malformed.
+    /// Reads an OpenAI `usage` object; `None` when it is absent, null or malformed. The cached
+    /// part of the prompt (`prompt_tokens_details.cached_tokens`) and the reasoning part of the
+    /// completion (`completion_tokens_details.reasoning_tokens`) are read when present.
     pub fn from_json(v: &serde_json::Value) -> Option<Usage> {
         let o = v.as_object()?;
+        let detail = |path: &str| v.pointer(path).and_then(serde_json::Value::as_u64);
         Some(Usage {
             prompt_tokens: o.get("prompt_tokens")?.as_u64()?,
             completion_tokens: o.get("completion_tokens")?.as_u64()?,
+            cache_read_tokens: detail("/prompt_tokens_details/cached_tokens").unwrap_or(0),
+            reasoning_tokens: detail("/completion_tokens_details/reasoning_tokens").unwrap_or(0),
             ..Usage::default()
         })
     }
@@ -150,6 +178,34 @@ mod tests {
                 ..Usage::default()
             };
             assert_eq!(u.json_text(), u.to_json().to_string());
+        }
+    }
+
+    #[test]
+    fn openais_cached_and_reasoning_details_are_read_leniently() {
+        let text = r#"{"prompt_tokens":2006,"completion_tokens":300,"total_tokens":2306,
+            "prompt_tokens_details":{"cached_tokens":1920,"audio_tokens":0},
+            "completion_tokens_details":{"reasoning_tokens":192,"accepted_prediction_tokens":0}}"#;
+        let u = Usage::from_raw(text).unwrap();
+        assert_eq!((u.cache_read_tokens, u.reasoning_tokens), (1920, 192));
+        assert_eq!(
+            Usage::from_json(&serde_json::from_str(text).unwrap()),
+            Some(u)
+        );
+        // Null or odd details lose nothing but themselves.
+        for details in [
+            r#"null"#,
+            r#"{"cached_tokens":null}"#,
+            r#"{"cached_tokens":"x"}"#,
+            "[1]",
+        ] {
+            let text = format!(
+                r#"{{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{details}}}"#
+            );
+            let u = Usage::from_raw(&text).unwrap();
+            assert_eq!((u.prompt_tokens, u.cache_read_tokens), (5, 0), "{details}");
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(Usage::from_json(&v), Some(u), "{details}");
         }
     }
 

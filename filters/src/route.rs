@@ -54,9 +54,12 @@ pub struct ModelSpec {
     /// Micro-credits per 1K tokens.
     pub input_micros_per_1k: u64,
     pub output_micros_per_1k: u64,
-    /// Prompt-cache rates (Anthropic's caching); `None`: those tokens cost the input rate.
+    /// Prompt-cache rates (Anthropic's caching, OpenAI's cached input); `None`: those tokens
+    /// cost the input rate.
     pub cache_read_micros_per_1k: Option<u64>,
     pub cache_write_micros_per_1k: Option<u64>,
+    /// One-hour cache writes (Anthropic's `ttl: "1h"`); `None`: the cache-write rate.
+    pub cache_write_1h_micros_per_1k: Option<u64>,
     pub max_output_tokens: u64,
     /// Serves OpenAI's legacy `POST /v1/completions` (`[[models]] completions = true`).
     pub completions: bool,
@@ -91,11 +94,14 @@ impl ModelSpec {
     /// The highest rate a prompt token may cost (input, cache write or cache read): what the
     /// hold sizes the prompt at, so a cached prompt never costs more than was held.
     pub fn prompt_rate_bound(&self) -> u64 {
-        let cache = self
-            .cache_write_micros_per_1k
-            .unwrap_or(0)
-            .max(self.cache_read_micros_per_1k.unwrap_or(0));
-        self.input_micros_per_1k.max(cache)
+        [
+            self.cache_write_micros_per_1k,
+            self.cache_write_1h_micros_per_1k,
+            self.cache_read_micros_per_1k,
+        ]
+        .into_iter()
+        .flatten()
+        .fold(self.input_micros_per_1k, u64::max)
     }
 
     pub fn rates(&self) -> crate::credits::Rates {
@@ -104,6 +110,7 @@ impl ModelSpec {
             output: self.output_micros_per_1k,
             cache_read: self.cache_read_micros_per_1k,
             cache_write: self.cache_write_micros_per_1k,
+            cache_write_1h: self.cache_write_1h_micros_per_1k,
         }
     }
 
@@ -332,6 +339,7 @@ mod tests {
             output_micros_per_1k: 1,
             cache_read_micros_per_1k: None,
             cache_write_micros_per_1k: None,
+            cache_write_1h_micros_per_1k: None,
             max_output_tokens: 100,
             completions: false,
             guest: false,

@@ -4,7 +4,8 @@
 //! Anthropic, OpenAI → Anthropic). The relay owns the I/O, the deadlines and the commit rule;
 //! a translator only turns events into bytes and remembers what metering needs.
 
-use crate::openai::stream::{sse_event, StreamRewriter, StreamStep, DONE_EVENT};
+use crate::cost::Cost;
+use crate::openai::stream::{sse_event, StreamRewriter, StreamStep};
 use crate::{GatewayError, Usage};
 
 pub trait StreamTranslator: Send {
@@ -19,15 +20,21 @@ pub trait StreamTranslator: Send {
     fn upstream_usage(&self) -> Option<Usage>;
     /// Text and tool-call arguments delivered so far, for the tokenizer when no usage came.
     fn delivered_text(&self) -> &str;
-    /// The events that end a stream that did not break, given its final usage (the
-    /// upstream's, or counted): whatever the client's format still needs after the upstream's
-    /// last event (a finish, the usage it asked for, `[DONE]` / `message_stop`).
-    fn close(&mut self, usage: Usage) -> Vec<u8>;
+    /// The stream is over (`failure`: it broke, with the error its client is told), before
+    /// the settlement: a translator that keeps the whole reply as one object builds it here
+    /// (a Responses stream's final response object, stored for `previous_response_id` before
+    /// the client can name it), for [`StreamTranslator::take_object`]. Its usage carries no
+    /// cost: that is known after the settlement, when the closing events are written.
+    fn end(&mut self, _usage: Usage, _failure: Option<&GatewayError>) {}
+    /// The events that end a stream that did not break, after the settlement, given its final
+    /// usage (the upstream's, or counted) and, for a metered request, its cost: whatever the
+    /// client's format still needs after the upstream's last event (a finish, the usage it
+    /// asked for with the cost in it, `[DONE]` / `message_stop`).
+    fn close(&mut self, usage: Usage, cost: Option<&Cost>) -> Vec<u8>;
     /// An error event in the client's format, for a stream that broke after the commit.
     fn error_event(&mut self, err: &GatewayError) -> Vec<u8>;
-    /// The whole reply as one object, for a client format that keeps it (a Responses
-    /// stream's final response object, stored for `previous_response_id`); taken once, after
-    /// [`StreamTranslator::close`] or [`StreamTranslator::error_event`].
+    /// The whole reply as one object, for a client format that keeps it; taken once, after
+    /// [`StreamTranslator::end`].
     fn take_object(&mut self) -> Option<serde_json::Value> {
         None
     }
@@ -53,18 +60,16 @@ impl StreamTranslator for StreamRewriter {
     fn delivered_text(&self) -> &str {
         StreamRewriter::delivered_text(self)
     }
-    fn close(&mut self, usage: Usage) -> Vec<u8> {
-        let mut tail = Vec::new();
-        if !self.finished() {
-            tail.extend_from_slice(&self.synthetic_finish_chunk());
-        }
-        if self.client_wants_usage() && StreamRewriter::upstream_usage(self).is_none() {
-            tail.extend_from_slice(&self.synthetic_usage_chunk(usage));
-        }
-        tail.extend_from_slice(DONE_EVENT);
-        tail
+    fn close(&mut self, usage: Usage, cost: Option<&Cost>) -> Vec<u8> {
+        StreamRewriter::close(self, usage, cost)
     }
     fn error_event(&mut self, err: &GatewayError) -> Vec<u8> {
-        sse_event(&err.to_value())
+        // The usage chunk held back goes first, as it would have without the break.
+        let mut out = self
+            .take_held_usage()
+            .map(|c| sse_event(&c))
+            .unwrap_or_default();
+        out.extend(sse_event(&err.to_value()));
+        out
     }
 }

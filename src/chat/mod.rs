@@ -20,6 +20,7 @@ pub mod translate;
 
 use pingora::proxy::Session;
 use tollgate_filters::anthropic::request::{check_translatable, parse_messages_request};
+use tollgate_filters::cost::{add_to_usage, Cost};
 use tollgate_filters::credits::format_credits;
 use tollgate_filters::openai::request::{parse_chat_request, ChatRequest};
 use tollgate_filters::route::{ModelKind, ModelSpec, Target};
@@ -52,7 +53,10 @@ pub async fn handle(
 /// what was served is known and before the answer's last bytes (a JSON answer carries the
 /// balance after it, and a stream's closing events, `[DONE]` or `message_stop`, come after
 /// it, so a client that reads its balance then sees the charge: DESIGN.md, Rules: One
-/// balance), then the answer. A failure before any output settles at nothing.
+/// balance), then the answer, which tells what the request cost (DESIGN.md, Rules: Cost
+/// shown): `usage.cost` and `usage.cost_details` in a JSON reply's usage object (one scan of
+/// the reply's top level, no tree) and `X-Credits-Charged`; a stream's in its final usage. A
+/// failure before any output settles at nothing.
 pub async fn settle_and_answer(
     shared: &Shared,
     session: &mut Session,
@@ -65,13 +69,31 @@ pub async fn settle_and_answer(
     if ctx.metered.is_some() {
         ctx.settle(&shared.meter()?).await;
     }
+    let cost = settled_cost(ctx);
     match result? {
-        forward::Reply::Json(body) => {
+        forward::Reply::Json(mut body) => {
+            if let Some(c) = &cost {
+                ctx.set_header("X-Credits-Charged", format_credits(c.charged));
+                // Gemini's `usageMetadata` is validated by Google's SDKs against their own
+                // model: no cost there.
+                if ctx.wire != Wire::Gemini {
+                    body = add_to_usage(&body, "usage", c).unwrap_or(body);
+                }
+            }
             respond::send(session, ctx, 200, "application/json", body, &[]).await;
         }
-        forward::Reply::Stream(s) => stream::close(*s, shared, session, ctx).await,
+        forward::Reply::Stream(s) => stream::close(*s, shared, session, ctx, cost.as_ref()).await,
     }
     Ok(())
+}
+
+/// What the settlement charged, with its parts at the rates of the model that served: `None`
+/// for a guest (nothing metered) and while a settlement waits for the ledger (its amount is
+/// shown by `/api/v1/usage` once written).
+fn settled_cost(ctx: &RequestCtx) -> Option<Cost> {
+    let written = ctx.charged?;
+    let served = ctx.served.as_ref()?;
+    Some(Cost::new(written.charged, served.usage, &served.rates))
 }
 
 async fn pipeline(
@@ -300,7 +322,9 @@ async fn hold(
             ctx.metered = Some(charge);
             Ok(())
         }
-        Hold::OverBudget { left } => Err(metering::key_budget::over_budget(key.limits.budget, left)),
+        Hold::OverBudget { left } => {
+            Err(metering::key_budget::over_budget(key.limits.budget, left))
+        }
         Hold::Refused { balance } => {
             if let Some(b) = balance {
                 ctx.set_header("X-Credits-Remaining", format_credits(b));

@@ -5,10 +5,10 @@
 //!    costs nothing;
 //! 2. [`commit`]: the 200 head and what the first events produced go to the client;
 //! 3. [`relay`]: events rewritten as they come, SSE comments while the upstream is quiet;
-//! 4. [`finish`]: the usage (the upstream's own, else the tokenizer over what was delivered)
-//!    and the closing events, returned unsent as a [`Streamed`]: the pipeline settles the
-//!    charge first, then [`close`] writes them (so a client that reads its balance at `[DONE]`
-//!    sees the charge) and gives the connection back to the pool.
+//! 4. [`finish`]: the usage (the upstream's own, else the tokenizer over what was delivered),
+//!    as a [`Streamed`] whose closing events wait: the pipeline settles the charge, then
+//!    [`close`] writes them with the cost in the final usage (a client that reads its balance
+//!    at `[DONE]` sees the charge) and gives the connection back to the pool.
 //!
 //! After the commit there is no failing over: a broken stream ends with an SSE error event and
 //! is metered for what was delivered.
@@ -18,6 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use pingora::proxy::Session;
 use pingora::upstreams::peer::HttpPeer;
+use tollgate_filters::cost::Cost;
 use tollgate_filters::openai::stream::StreamStep;
 use tollgate_filters::sse::{SseDecoder, SseEvent};
 use tollgate_filters::translator::StreamTranslator;
@@ -89,9 +90,12 @@ struct Relay {
 /// A stream that was served up to its closing events, which wait for the settlement.
 pub struct Streamed {
     up: Response,
-    /// The closing events (the finish, the usage, `[DONE]` / `message_stop`, or an error
-    /// event); `None`: the client is gone.
-    tail: Option<Vec<u8>>,
+    /// What writes the closing events (the finish, the usage, `[DONE]` / `message_stop`, or an
+    /// error event); `None`: the client is gone.
+    rewriter: Option<Box<dyn StreamTranslator>>,
+    usage: Usage,
+    /// Why the stream broke after the commit, as its client is told.
+    failure: Option<GatewayError>,
     /// The upstream finished cleanly: drain it and pool its connection.
     reusable: bool,
     write_limit: Duration,
@@ -113,10 +117,20 @@ pub async fn run(
     Ok(finish(relay, a, ctx).await)
 }
 
-/// Phase 5, after the settlement: the closing events to the client, and the connection back to
-/// the pool once drained.
-pub async fn close(s: Streamed, shared: &Shared, session: &mut Session, ctx: &mut RequestCtx) {
-    if let Some(tail) = s.tail {
+/// Phase 5, after the settlement: the closing events, with a metered request's `cost` in their
+/// usage, to the client, and the connection back to the pool once drained.
+pub async fn close(
+    s: Streamed,
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    cost: Option<&Cost>,
+) {
+    if let Some(mut rewriter) = s.rewriter {
+        let tail = match &s.failure {
+            Some(err) => rewriter.error_event(err),
+            None => rewriter.close(s.usage, cost),
+        };
         if !send(session, Bytes::from(tail), true, s.write_limit).await {
             ctx.client_gone = true;
         }
@@ -283,7 +297,7 @@ async fn relay(r: &mut Relay, a: &Attempt<'_>, session: &mut Session) {
     }
 }
 
-/// Phase 4: what the stream used, and its closing events (not sent yet: see [`close`]).
+/// Phase 4: what the stream used and how it ended; its closing events wait for [`close`].
 async fn finish(mut r: Relay, a: &Attempt<'_>, ctx: &mut RequestCtx) -> Streamed {
     // The upstream's own usage when it sent one, else the tokenizer over what was actually
     // delivered.
@@ -305,7 +319,9 @@ async fn finish(mut r: Relay, a: &Attempt<'_>, ctx: &mut RequestCtx) -> Streamed
     a.served(ctx, usage, counted);
     ctx.client_gone = r.gone;
     let mut streamed = Streamed {
-        tail: None,
+        rewriter: None,
+        usage,
+        failure: None,
         reusable: false,
         write_limit: r.write_limit,
         peer: a.dest.peer.clone(),
@@ -315,29 +331,25 @@ async fn finish(mut r: Relay, a: &Attempt<'_>, ctx: &mut RequestCtx) -> Streamed
     if r.gone {
         return streamed;
     }
-    let mut tail = Vec::new();
-    match &r.failure {
-        Some(broke) => {
-            tracing::warn!(request_id = %ctx.request_id, model = %a.dest.model.id, "stream failed after the first byte: {broke}");
-            ctx.error = Some(broke.to_string());
-            a.shared
-                .metrics
-                .upstream_attempts
-                .with_label_values(&[&a.dest.pool.provider.name, "mid_stream_failure"])
-                .inc();
-            // The client learns which model broke off and how; what it said is in the log.
-            let err = GatewayError::upstream(format!(
-                "the stream from {} broke off: it {}",
-                a.dest.model.id,
-                broke.words()
-            ));
-            tail.extend_from_slice(&r.rewriter.error_event(&err));
-        }
-        None => tail.extend_from_slice(&r.rewriter.close(usage)),
+    if let Some(broke) = &r.failure {
+        tracing::warn!(request_id = %ctx.request_id, model = %a.dest.model.id, "stream failed after the first byte: {broke}");
+        ctx.error = Some(broke.to_string());
+        a.shared
+            .metrics
+            .upstream_attempts
+            .with_label_values(&[&a.dest.pool.provider.name, "mid_stream_failure"])
+            .inc();
+        // The client learns which model broke off and how; what it said is in the log.
+        streamed.failure = Some(GatewayError::upstream(format!(
+            "the stream from {} broke off: it {}",
+            a.dest.model.id,
+            broke.words()
+        )));
     }
-    streamed.tail = Some(tail);
+    r.rewriter.end(usage, streamed.failure.as_ref());
     streamed.object = r.rewriter.take_object();
     streamed.reusable = r.failure.is_none() && r.done;
+    streamed.rewriter = Some(r.rewriter);
     streamed
 }
 

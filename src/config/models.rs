@@ -26,12 +26,22 @@ pub struct ModelSection {
     pub tier: Option<String>,
     pub input_credits_per_1k: f64,
     pub output_credits_per_1k: f64,
-    /// Prompt tokens read from the provider's cache (Anthropic); default: the input rate.
+    /// Prompt tokens read from the provider's cache (Anthropic's cache reads, OpenAI's cached
+    /// input); default: the input rate.
     #[serde(default)]
     pub cache_read_credits_per_1k: Option<f64>,
-    /// Prompt tokens written to the provider's cache (Anthropic); default: the input rate.
+    /// The same rate under OpenAI's name (`prompt_tokens_details.cached_tokens`): one rate,
+    /// two spellings; a model sets at most one of them.
+    #[serde(default)]
+    pub cached_input_credits_per_1k: Option<f64>,
+    /// Prompt tokens written to the provider's cache for five minutes (Anthropic); default:
+    /// the input rate.
     #[serde(default)]
     pub cache_write_credits_per_1k: Option<f64>,
+    /// Prompt tokens written to the cache for an hour (Anthropic's `ttl: "1h"`); default: the
+    /// five-minute write rate.
+    #[serde(default)]
+    pub cache_write_1h_credits_per_1k: Option<f64>,
     #[serde(default = "default_max_output")]
     pub max_output_tokens: u64,
     /// Serves OpenAI's legacy `POST /v1/completions` (passed on as the client wrote it).
@@ -69,6 +79,28 @@ fn micros(path: &str, v: f64, errs: &mut Vec<ConfigError>) -> u64 {
         return 0;
     }
     (v * 1_000_000.0).round() as u64
+}
+
+/// The cache-read rate, under either of its names (`cache_read_credits_per_1k`, or OpenAI's
+/// `cached_input_credits_per_1k`); both set is an error, even when equal, so a reader of the
+/// file never wonders which one applies.
+fn cache_read(
+    m: &ModelSection,
+    at: &dyn Fn(&str) -> String,
+    errs: &mut Vec<ConfigError>,
+) -> Option<u64> {
+    match (m.cache_read_credits_per_1k, m.cached_input_credits_per_1k) {
+        (Some(_), Some(_)) => {
+            errs.push(err(
+                at("cached_input_credits_per_1k"),
+                "is another name for cache_read_credits_per_1k: set one of them",
+            ));
+            None
+        }
+        (Some(v), None) => Some(micros(&at("cache_read_credits_per_1k"), v, errs)),
+        (None, Some(v)) => Some(micros(&at("cached_input_credits_per_1k"), v, errs)),
+        (None, None) => None,
+    }
 }
 
 pub(super) fn validate(
@@ -171,12 +203,13 @@ pub(super) fn validate(
                 m.output_credits_per_1k,
                 errs,
             ),
-            cache_read_micros_per_1k: m
-                .cache_read_credits_per_1k
-                .map(|v| micros(&at("cache_read_credits_per_1k"), v, errs)),
+            cache_read_micros_per_1k: cache_read(m, &at, errs),
             cache_write_micros_per_1k: m
                 .cache_write_credits_per_1k
                 .map(|v| micros(&at("cache_write_credits_per_1k"), v, errs)),
+            cache_write_1h_micros_per_1k: m
+                .cache_write_1h_credits_per_1k
+                .map(|v| micros(&at("cache_write_1h_credits_per_1k"), v, errs)),
             max_output_tokens: m.max_output_tokens,
             completions: m.completions,
             guest: m.guest,
@@ -278,6 +311,56 @@ mod tests {
         let p = paths(&bad);
         for want in ["models[0].kind", "models[1].kind", "models[2].tier"] {
             assert!(p.iter().any(|x| x == want), "missing {want} in {p:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod cache_rate_tests {
+    use crate::config::parse;
+
+    const BASE: &str = "[[providers]]\nname = \"o\"\nendpoints = [\"http://127.0.0.1:9\"]\n\n[[models]]\nid = \"m\"\nprovider = \"o\"\ntier = \"economy\"\ninput_credits_per_1k = 2.5\noutput_credits_per_1k = 10\n";
+
+    /// The key paths of the errors `extra` makes.
+    fn errors(extra: &str) -> Vec<String> {
+        let errs = parse(&format!("{BASE}{extra}")).err().unwrap_or_default();
+        errs.into_iter().map(|e| e.path).collect()
+    }
+
+    #[test]
+    fn cached_input_is_the_cache_read_rate_under_openais_name() {
+        let c = parse(&format!("{BASE}cached_input_credits_per_1k = 1.25\n")).unwrap();
+        let m = c.catalog.model(0);
+        assert_eq!(m.cache_read_micros_per_1k, Some(1_250_000));
+        assert_eq!(m.rates().cache_read, Some(1_250_000));
+        let e = errors("cached_input_credits_per_1k = 1.25\ncache_read_credits_per_1k = 1.25\n");
+        assert_eq!(e, ["models[0].cached_input_credits_per_1k"]);
+    }
+
+    #[test]
+    fn one_hour_cache_writes_have_their_own_rate_and_bound_the_hold() {
+        let c = parse(&format!(
+            "{BASE}cache_write_credits_per_1k = 3.125\ncache_write_1h_credits_per_1k = 5\n"
+        ))
+        .unwrap();
+        let m = c.catalog.model(0);
+        assert_eq!(m.cache_write_1h_micros_per_1k, Some(5_000_000));
+        assert_eq!(m.rates().cache_write_1h, Some(5_000_000));
+        assert_eq!(m.prompt_rate_bound(), 5_000_000);
+    }
+
+    #[test]
+    fn negative_or_absurd_cache_rates_are_refused_with_their_key_paths() {
+        for key in [
+            "cached_input_credits_per_1k",
+            "cache_read_credits_per_1k",
+            "cache_write_credits_per_1k",
+            "cache_write_1h_credits_per_1k",
+        ] {
+            for bad in ["-1", "1e9", "nan", "inf"] {
+                let e = errors(&format!("{key} = {bad}\n"));
+                assert_eq!(e, [format!("models[0].{key}")], "{key} = {bad}");
+            }
         }
     }
 }

@@ -25,6 +25,9 @@ pub enum AnthropicMode {
     Tools,
     /// Report these prompt-cache counts (cache writes, cache reads) besides `input_tokens`.
     Cache(u64, u64),
+    /// Report cache writes by lifetime (five-minute, one-hour: `cache_creation`) and cache
+    /// reads besides `input_tokens`.
+    CacheByTtl(u64, u64, u64),
     /// Answer this status with Anthropic's error shape (529 is `overloaded_error`).
     Status(u16),
     /// Streams: a 200 and an `error` event (`overloaded_error`) before anything else; JSON: 529.
@@ -143,6 +146,7 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
         let words: Vec<String> = st.words.iter().take(limit).cloned().collect();
         let (cache_write, cache_read) = match mode {
             AnthropicMode::Cache(w, r) => (w, r),
+            AnthropicMode::CacheByTtl(five, hour, r) => (five + hour, r),
             _ => (0, 0),
         };
         let status = match mode {
@@ -164,8 +168,12 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
         }
         let tools = mode == AnthropicMode::Tools && wants_tools(&body);
         let output = if tools { 40 } else { words.len() as u64 };
-        let usage = json!({"input_tokens": FakeAnthropic::INPUT_TOKENS, "output_tokens": output,
+        let mut usage = json!({"input_tokens": FakeAnthropic::INPUT_TOKENS, "output_tokens": output,
             "cache_creation_input_tokens": cache_write, "cache_read_input_tokens": cache_read});
+        if let AnthropicMode::CacheByTtl(five, hour, _) = mode {
+            usage["cache_creation"] =
+                json!({"ephemeral_5m_input_tokens": five, "ephemeral_1h_input_tokens": hour});
+        }
         let stop = if tools {
             "tool_use"
         } else if words.len() < st.words.len() {

@@ -36,6 +36,10 @@ pub enum Mode {
     Garbage,
     /// Answer normally but report these token counts (prompt, completion), however absurd.
     Usage(u64, u64),
+    /// Answer normally, reporting this many more prompt tokens read from the prompt cache
+    /// (`prompt_tokens_details.cached_tokens`) and this many more completion tokens of
+    /// reasoning (`completion_tokens_details.reasoning_tokens`), as OpenAI's models do.
+    Cached(u64, u64),
     /// Stream this many content chunks of 16 KiB each, as fast as the gateway takes them.
     Huge(usize),
 }
@@ -318,6 +322,12 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
         let usage = match mode {
             Mode::Usage(p, c) => {
                 json!({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p.saturating_add(c)})
+            }
+            Mode::Cached(cached, reasoning) => {
+                let (p, c) = (FakeOpenAi::PROMPT_TOKENS + cached, completion + reasoning);
+                json!({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c,
+                    "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+                    "completion_tokens_details": {"reasoning_tokens": reasoning, "audio_tokens": 0}})
             }
             _ => {
                 json!({"prompt_tokens": FakeOpenAi::PROMPT_TOKENS, "completion_tokens": completion, "total_tokens": FakeOpenAi::PROMPT_TOKENS + completion})

@@ -13,6 +13,7 @@ use crate::Usage;
 pub(super) struct UsageTrack {
     input: u64,
     cache_write: u64,
+    cache_write_1h: u64,
     cache_read: u64,
     output: u64,
     /// The final `message_delta` arrived: from then on the counts are the upstream's.
@@ -33,6 +34,11 @@ impl UsageTrack {
                 *slot = n;
             }
         }
+        if usage.get("cache_creation").is_some_and(Value::is_object)
+            || usage.get("cache_creation_input_tokens").is_some()
+        {
+            (self.cache_write, self.cache_write_1h) = super::cache_writes(usage);
+        }
         self.complete |= is_final;
     }
 
@@ -45,6 +51,8 @@ impl UsageTrack {
             completion_tokens: self.output,
             cache_read_tokens: self.cache_read,
             cache_write_tokens: self.cache_write,
+            cache_write_1h_tokens: self.cache_write_1h,
+            reasoning_tokens: 0,
         })
     }
 }

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use super::events::not_json;
 use super::finish_to_stop_reason;
 use super::named_event;
+use crate::cost::Cost;
 use crate::openai::stream::StreamStep;
 use crate::translator::StreamTranslator;
 use crate::{GatewayError, Usage};
@@ -199,25 +200,26 @@ impl StreamTranslator for FromOpenAi {
         &self.delivered
     }
 
-    fn close(&mut self, usage: Usage) -> Vec<u8> {
+    fn close(&mut self, usage: Usage, cost: Option<&Cost>) -> Vec<u8> {
         let mut out = Vec::new();
         self.start("tollgate", &mut out);
         self.stop_open(&mut out);
         self.finished = true;
-        out.extend(named_event(
-            "message_delta",
-            &json!({
-                "type": "message_delta",
-                "delta": {
-                    "stop_reason": self.stop_reason.unwrap_or("end_turn"),
-                    "stop_sequence": null,
-                },
-                "usage": {
-                    "input_tokens": usage.prompt_tokens,
-                    "output_tokens": usage.completion_tokens,
-                },
-            }),
-        ));
+        let mut delta = json!({
+            "type": "message_delta",
+            "delta": {
+                "stop_reason": self.stop_reason.unwrap_or("end_turn"),
+                "stop_sequence": null,
+            },
+            "usage": {
+                "input_tokens": usage.prompt_tokens,
+                "output_tokens": usage.completion_tokens,
+            },
+        });
+        if let Some(c) = cost {
+            c.add_to(&mut delta["usage"]);
+        }
+        out.extend(named_event("message_delta", &delta));
         out.extend(named_event(
             "message_stop",
             &json!({ "type": "message_stop" }),

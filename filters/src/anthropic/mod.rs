@@ -75,7 +75,7 @@ pub fn usage_from_anthropic(u: &Value) -> Option<Usage> {
         return None;
     }
     let read = count("cache_read_input_tokens").unwrap_or(0);
-    let write = count("cache_creation_input_tokens").unwrap_or(0);
+    let (write, write_1h) = cache_writes(u);
     Some(Usage {
         prompt_tokens: count("input_tokens")
             .unwrap_or(0)
@@ -84,7 +84,27 @@ pub fn usage_from_anthropic(u: &Value) -> Option<Usage> {
         completion_tokens: count("output_tokens").unwrap_or(0),
         cache_read_tokens: read,
         cache_write_tokens: write,
+        cache_write_1h_tokens: write_1h,
+        reasoning_tokens: 0,
     })
+}
+
+/// The cache writes of an Anthropic usage object, all and one-hour:
+/// `cache_creation_input_tokens`, and `cache_creation.ephemeral_1h_input_tokens` of them
+/// (`ephemeral_5m_input_tokens` the rest). `None` counts when the object has neither.
+pub(crate) fn cache_writes(u: &Value) -> (u64, u64) {
+    let by_ttl = |ttl: &str| {
+        u.pointer(&format!("/cache_creation/ephemeral_{ttl}_input_tokens"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    let (five, hour) = (by_ttl("5m"), by_ttl("1h"));
+    let total = u
+        .get("cache_creation_input_tokens")
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        .max(five.saturating_add(hour));
+    (total, hour.min(total))
 }
 
 /// OpenAI's `usage` object for `u`, with the cached part in `prompt_tokens_details` as
@@ -232,6 +252,48 @@ mod tests {
         );
         assert_eq!(usage_from_anthropic(&json!(null)), None);
         assert_eq!(usage_from_anthropic(&json!([1])), None);
+    }
+
+    #[test]
+    fn one_hour_cache_writes_are_read_from_the_breakdown() {
+        let u = usage_from_anthropic(&json!({
+            "input_tokens": 10, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 5,
+            "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 200},
+            "output_tokens": 4
+        }))
+        .unwrap();
+        assert_eq!(u.prompt_tokens, 10 + 300 + 5);
+        assert_eq!((u.cache_write_tokens, u.cache_write_1h_tokens), (300, 200));
+        // The breakdown alone, or a total below it: the breakdown's sum.
+        let u = usage_from_anthropic(&json!({"input_tokens": 1, "output_tokens": 1,
+            "cache_creation": {"ephemeral_1h_input_tokens": 50}}))
+        .unwrap();
+        assert_eq!(
+            (
+                u.prompt_tokens,
+                u.cache_write_tokens,
+                u.cache_write_1h_tokens
+            ),
+            (51, 50, 50)
+        );
+        // A stream: message_start's counts with the breakdown, message_delta's output.
+        let mut t = events::UsageTrack::default();
+        t.take(
+            &json!({"input_tokens": 3, "cache_creation_input_tokens": 40,
+            "cache_creation": {"ephemeral_5m_input_tokens": 10, "ephemeral_1h_input_tokens": 30}}),
+            false,
+        );
+        t.take(&json!({"output_tokens": 8}), true);
+        let u = t.get().unwrap();
+        assert_eq!(
+            (
+                u.prompt_tokens,
+                u.cache_write_tokens,
+                u.cache_write_1h_tokens,
+                u.completion_tokens
+            ),
+            (43, 40, 30, 8)
+        );
     }
 
     #[test]

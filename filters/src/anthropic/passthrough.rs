@@ -1,6 +1,7 @@
 //! Anthropic upstream, Anthropic client: every event is copied as it came, but for the model
 //! name in `message_start`, while the stream's output, finish and usage are noted for the
-//! relay. `message_stop` is held back and written by `close`, after the relay settled.
+//! relay. `message_delta` (the usage) and `message_stop` are held back and written by `close`,
+//! after the relay settled, with the cost in the usage.
 
 use std::collections::BTreeSet;
 
@@ -8,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::events::{error_object, not_json, parse_event, UsageTrack};
 use super::{named_event, with_member};
+use crate::cost::Cost;
 use crate::openai::stream::StreamStep;
 use crate::translator::StreamTranslator;
 use crate::{GatewayError, Usage};
@@ -22,6 +24,8 @@ pub struct Passthrough {
     finished: bool,
     /// Content blocks started and not stopped, to close them if the upstream did not.
     open_blocks: BTreeSet<u64>,
+    /// The upstream's `message_delta` (its `event:` name and data), held back for the close.
+    held_delta: Option<(String, String)>,
 }
 
 impl Passthrough {
@@ -33,6 +37,7 @@ impl Passthrough {
             output: false,
             finished: false,
             open_blocks: BTreeSet::new(),
+            held_delta: None,
         }
     }
 
@@ -127,6 +132,10 @@ impl StreamTranslator for Passthrough {
                 Some(d) => StreamStep::Emit(reframe(name, &d)),
                 None => not_json(),
             },
+            "message_delta" => {
+                self.held_delta = Some((name.to_owned(), data.to_owned()));
+                StreamStep::Emit(Vec::new())
+            }
             _ => StreamStep::Emit(reframe(name, data)),
         }
     }
@@ -147,22 +156,32 @@ impl StreamTranslator for Passthrough {
         &self.delivered
     }
 
-    fn close(&mut self, usage: Usage) -> Vec<u8> {
+    fn close(&mut self, usage: Usage, cost: Option<&Cost>) -> Vec<u8> {
         let mut out = Vec::new();
+        if let Some((name, data)) = self.held_delta.take() {
+            // The cost goes into the upstream's usage; the rest of the event is as it came.
+            let with_cost = cost.and_then(|c| {
+                let mut v: Value = serde_json::from_str(&data).ok()?;
+                c.add_to(v.get_mut("usage")?);
+                Some(v.to_string())
+            });
+            out.extend(reframe(&name, with_cost.as_deref().unwrap_or(&data)));
+        }
         if !self.finished {
             for index in std::mem::take(&mut self.open_blocks) {
                 let stop = json!({ "type": "content_block_stop", "index": index });
                 out.extend(named_event("content_block_stop", &stop));
             }
             self.finished = true;
-            out.extend(named_event(
-                "message_delta",
-                &json!({
-                    "type": "message_delta",
-                    "delta": { "stop_reason": "end_turn", "stop_sequence": null },
-                    "usage": { "output_tokens": usage.completion_tokens },
-                }),
-            ));
+            let mut delta = json!({
+                "type": "message_delta",
+                "delta": { "stop_reason": "end_turn", "stop_sequence": null },
+                "usage": { "output_tokens": usage.completion_tokens },
+            });
+            if let Some(c) = cost {
+                c.add_to(&mut delta["usage"]);
+            }
+            out.extend(named_event("message_delta", &delta));
         }
         out.extend(named_event(
             "message_stop",
@@ -172,6 +191,12 @@ impl StreamTranslator for Passthrough {
     }
 
     fn error_event(&mut self, err: &GatewayError) -> Vec<u8> {
-        super::error::error_event(err)
+        // A `message_delta` held back goes first, as it would have without the break.
+        let mut out = match self.held_delta.take() {
+            Some((name, data)) => reframe(&name, &data),
+            None => Vec::new(),
+        };
+        out.extend(super::error::error_event(err));
+        out
     }
 }

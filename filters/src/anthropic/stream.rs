@@ -18,6 +18,7 @@ use super::events::{error_object, not_json, parse_event, UsageTrack};
 pub use super::from_openai::FromOpenAi;
 pub use super::passthrough::Passthrough;
 use super::{openai_usage_json, stop_reason_to_finish};
+use crate::cost::Cost;
 use crate::openai::stream::{sse_event, StreamStep, DONE_EVENT};
 use crate::translator::StreamTranslator;
 use crate::{GatewayError, Usage};
@@ -166,22 +167,26 @@ impl StreamTranslator for ToOpenAi {
         &self.delivered
     }
 
-    fn close(&mut self, usage: Usage) -> Vec<u8> {
+    fn close(&mut self, usage: Usage, cost: Option<&Cost>) -> Vec<u8> {
         let mut out = Vec::new();
         if !self.finished {
             self.finished = true;
             out.extend(self.chunk(json!({}), Some("stop")));
         }
         // The upstream's usage never reaches the client as a chunk of its own: it is written
-        // here, once, if the client asked for it.
+        // here, once, if the client asked for it, with the cost.
         if self.client_wants_usage {
+            let mut u = openai_usage_json(usage);
+            if let Some(c) = cost {
+                c.add_to(&mut u);
+            }
             out.extend(sse_event(&json!({
                 "id": self.id,
                 "object": "chat.completion.chunk",
                 "created": self.created,
                 "model": self.model,
                 "choices": [],
-                "usage": openai_usage_json(usage),
+                "usage": u,
             })));
         }
         out.extend_from_slice(DONE_EVENT);

@@ -40,6 +40,7 @@ fn text_message_to_completion() {
             completion_tokens: 503,
             cache_read_tokens: 10,
             cache_write_tokens: 2051,
+            ..Usage::default()
         }
     );
     let v: Value = serde_json::from_slice(&out).unwrap();

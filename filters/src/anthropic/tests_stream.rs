@@ -159,9 +159,10 @@ fn to_openai_translates_a_full_stream() {
             completion_tokens: 89,
             cache_read_tokens: 2000,
             cache_write_tokens: 100,
+            ..Usage::default()
         }
     );
-    out.extend(t.close(usage));
+    out.extend(t.close(usage, None));
     let chunks = openai_chunks(&out);
     assert_eq!(chunks.last().unwrap(), "[DONE]");
     let chunks = &chunks[..chunks.len() - 1];
@@ -268,7 +269,7 @@ fn to_openai_close_without_finish_and_newer_usage_counts() {
     }
     assert!(t.has_output() && !t.finished());
     assert_eq!(t.upstream_usage(), None);
-    let chunks = openai_chunks(&t.close(Usage::default()));
+    let chunks = openai_chunks(&t.close(Usage::default(), None));
     assert_eq!(
         chunks.len(),
         2,
@@ -290,17 +291,30 @@ fn to_openai_close_without_finish_and_newer_usage_counts() {
     );
 }
 
+/// A passthrough fed the whole sample stream.
+fn fed_the_sample_stream() -> Passthrough {
+    let mut t = Passthrough::new("m");
+    for (event, data) in anthropic_stream() {
+        t.on_event(Some(event), data);
+    }
+    t
+}
+
 #[test]
 fn passthrough_copies_events_but_the_model() {
     let mut t = Passthrough::new("ours \"2\"");
     let mut out = Vec::new();
     let mut done = false;
+    let mut delta = None;
     for (i, (event, data)) in anthropic_stream().into_iter().enumerate() {
         match t.on_event(Some(event), data) {
             StreamStep::Emit(b) => {
                 let text = String::from_utf8(b.clone()).unwrap();
                 let expected = format!("event: {event}\ndata: {data}\n\n");
-                if i == 0 {
+                if event == "message_delta" {
+                    assert!(text.is_empty(), "held back for the close, with the cost");
+                    delta = Some(data);
+                } else if i == 0 {
                     let with_ours = data.replace(
                         r#""model":"claude-sonnet-4-5-20250929""#,
                         r#""model":"ours \"2\"""#,
@@ -327,10 +341,29 @@ fn passthrough_copies_events_but_the_model() {
     }
     assert!(done && t.finished());
     assert!(!String::from_utf8(out).unwrap().contains("message_stop"));
-    assert_eq!(t.upstream_usage().unwrap().prompt_tokens, 2572);
-    let tail = anthropic_events(&t.close(Usage::default()));
-    assert_eq!(tail.len(), 1);
-    assert_eq!(tail[0].0, "message_stop");
+    let usage = t.upstream_usage().unwrap();
+    assert_eq!(usage.prompt_tokens, 2572);
+    // Without a cost (a guest's stream) the held `message_delta` goes out as it came.
+    let mut guest = fed_the_sample_stream();
+    let tail = String::from_utf8(guest.close(usage, None)).unwrap();
+    assert!(tail.starts_with(&format!(
+        "event: message_delta\ndata: {}\n\n",
+        delta.unwrap()
+    )));
+    let rates = crate::credits::Rates {
+        input: 3_000_000,
+        output: 15_000_000,
+        ..Default::default()
+    };
+    let cost = crate::cost::Cost::new(crate::credits::cost_at(usage, &rates), usage, &rates);
+    let tail = anthropic_events(&t.close(usage, Some(&cost)));
+    assert_eq!(tail.len(), 2);
+    assert_eq!(tail[0].0, "message_delta");
+    let u = &tail[0].1["usage"];
+    assert_eq!(u["output_tokens"], 89, "the upstream's usage kept: {u}");
+    assert_eq!(u["cost"], cost.charged as f64 / 1e6);
+    assert!(u["cost_details"]["output"].as_f64().unwrap() > 0.0);
+    assert_eq!(tail[1].0, "message_stop");
 
     // A multi-line data field keeps its framing.
     let mut t = Passthrough::new("m");
@@ -350,7 +383,7 @@ fn passthrough_close_ends_an_unfinished_stream_and_reports_errors() {
         completion_tokens: 7,
         ..Usage::default()
     };
-    let tail = anthropic_events(&t.close(usage));
+    let tail = anthropic_events(&t.close(usage, None));
     let names: Vec<&str> = tail.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,

@@ -28,7 +28,7 @@ fn from_openai_translates_a_text_stream() {
     assert_eq!(t.on_event(None, "[DONE]"), StreamStep::Done);
     let usage = t.upstream_usage().unwrap();
     assert_eq!((usage.prompt_tokens, usage.completion_tokens), (9, 2));
-    out.extend(t.close(usage));
+    out.extend(t.close(usage, None));
     let events = anthropic_events(&out);
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
@@ -98,11 +98,14 @@ fn from_openai_translates_parallel_tool_calls() {
         out.extend(emitted(t.on_event(None, chunk)));
     }
     assert!(t.finished() && t.upstream_usage().is_none());
-    out.extend(t.close(Usage {
-        prompt_tokens: 20,
-        completion_tokens: 12,
-        ..Usage::default()
-    }));
+    out.extend(t.close(
+        Usage {
+            prompt_tokens: 20,
+            completion_tokens: 12,
+            ..Usage::default()
+        },
+        None,
+    ));
     let events = anthropic_events(&out);
     let starts: Vec<&Value> = events
         .iter()
@@ -161,7 +164,7 @@ fn from_openai_errors_and_empty_streams() {
     ));
     assert!(!t.has_output());
     // Closed with nothing received, the client still gets a well-formed message.
-    let names: Vec<String> = anthropic_events(&t.close(Usage::default()))
+    let names: Vec<String> = anthropic_events(&t.close(Usage::default(), None))
         .into_iter()
         .map(|(n, _)| n)
         .collect();

@@ -153,10 +153,10 @@ pub(super) fn validate<'a>(
             ));
         }
     }
-    if let Some(path) = long_cache_ttl(raw, &members, counting) {
+    if let Some(path) = unknown_cache_ttl(raw, &members, counting) {
         return Err(bad(
             &path,
-            "only the default 5-minute cache is offered (cache writes are billed at one rate)",
+            "must be \"5m\" or \"1h\" (the cache lifetimes Anthropic offers)",
         ));
     }
     if let Some(c) = set("tool_choice") {
@@ -239,10 +239,11 @@ fn check_tools(v: &RawValue) -> Result<Vec<MemberList<'_>>, GatewayError> {
     Ok(tools)
 }
 
-/// Where a `cache_control` asks for a TTL other than 5 minutes, if anywhere (a 1-hour cache
-/// write costs more than the one cache-write rate a model has). The walk visits objects in
-/// key order, so the path named is the one a sorted JSON map would have found first.
-fn long_cache_ttl(raw: &[u8], members: &MemberList<'_>, counting: bool) -> Option<String> {
+/// Where a `cache_control` asks for a TTL other than Anthropic's two (`5m`, the default, and
+/// `1h`, whose writes are billed at `cache_write_1h_credits_per_1k`), if anywhere. The walk
+/// visits objects in key order, so the path named is the one a sorted JSON map would have
+/// found first.
+fn unknown_cache_ttl(raw: &[u8], members: &MemberList<'_>, counting: bool) -> Option<String> {
     // A body that never spells the key (a key written with \u escapes would not show) has
     // none: the common case costs one scan, not a walk of every nested value.
     if memchr::memmem::find(raw, b"cache_control").is_none()
@@ -261,7 +262,7 @@ fn long_cache_ttl(raw: &[u8], members: &MemberList<'_>, counting: bool) -> Optio
 fn ttl_in_object(mut members: MemberList<'_>, at: &str) -> Option<String> {
     if let Some(cc) = raw::get(&members, "cache_control").and_then(raw::object) {
         if let Some(ttl) = raw::get(&cc, "ttl") {
-            if raw::as_str(ttl).as_deref() != Some("5m") {
+            if !matches!(raw::as_str(ttl).as_deref(), Some("5m" | "1h")) {
                 return Some(format!("{at}.cache_control.ttl"));
             }
         }

@@ -7,6 +7,7 @@
 use serde_json::{json, Value};
 
 use super::reply::{args_object, finish_reason, status_name, usage_metadata};
+use crate::cost::Cost;
 use crate::openai::stream::StreamStep;
 use crate::translator::StreamTranslator;
 use crate::{GatewayError, Usage};
@@ -111,8 +112,10 @@ impl StreamTranslator for GeminiStream {
     fn delivered_text(&self) -> &str {
         self.inner.delivered_text()
     }
-    fn close(&mut self, usage: Usage) -> Vec<u8> {
-        let tail = self.inner.close(usage);
+    /// The cost is not written: Google's SDKs validate `usageMetadata` against their own
+    /// model, which has no place for it.
+    fn close(&mut self, usage: Usage, _cost: Option<&Cost>) -> Vec<u8> {
+        let tail = self.inner.close(usage, None);
         let mut out = Vec::new();
         self.translate(&tail, &mut out);
         let parts: Vec<Value> = self

@@ -173,7 +173,7 @@ fn run(sse: bool) -> (Vec<u8>, &'static str) {
         }
     }
     let usage = s.upstream_usage().unwrap();
-    out.extend(s.close(usage));
+    out.extend(s.close(usage, None));
     (out, s.content_type())
 }
 

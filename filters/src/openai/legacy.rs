@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::request::{parse_chat_request, ChatRequest};
 use super::stream::{sse_event, StreamStep, DONE_EVENT};
+use crate::cost::Cost;
 use crate::json::raw::{self, Kind, MemberList, ObjectError};
 use crate::json::splice::{splice_members, Members};
 use crate::translator::StreamTranslator;
@@ -194,11 +195,13 @@ pub fn rewrite_legacy(
 }
 
 /// A legacy completion stream rewritten for the client: each chunk with the model used, the
-/// usage chunk kept only when the client asked for it, `[DONE]` at the close.
+/// usage chunk kept only when the client asked for it (held back for the close, which adds the
+/// cost), `[DONE]` at the close.
 pub struct LegacyStream {
     model: String,
     client_wants_usage: bool,
     usage: Option<Usage>,
+    held_usage: Option<Value>,
     text: String,
     output: bool,
     finished: bool,
@@ -210,6 +213,7 @@ impl LegacyStream {
             model: model.to_owned(),
             client_wants_usage,
             usage: None,
+            held_usage: None,
             text: String::new(),
             output: false,
             finished: false,
@@ -253,6 +257,10 @@ impl StreamTranslator for LegacyStream {
             chunk.remove("usage");
         }
         chunk.insert("model".into(), Value::String(self.model.clone()));
+        if usage_only && chunk.get("usage").is_some_and(Value::is_object) {
+            self.held_usage = Some(Value::Object(chunk));
+            return StreamStep::Emit(Vec::new());
+        }
         StreamStep::Emit(sse_event(&Value::Object(chunk)))
     }
     fn has_output(&self) -> bool {
@@ -267,19 +275,31 @@ impl StreamTranslator for LegacyStream {
     fn delivered_text(&self) -> &str {
         &self.text
     }
-    fn close(&mut self, usage: Usage) -> Vec<u8> {
+    fn close(&mut self, usage: Usage, cost: Option<&Cost>) -> Vec<u8> {
         let mut tail = Vec::new();
-        if self.client_wants_usage && self.usage.is_none() {
-            tail.extend(sse_event(&json!({
-                "object": "text_completion", "model": self.model, "choices": [],
-                "usage": usage.to_json(),
-            })));
+        if self.client_wants_usage {
+            let mut chunk = self.held_usage.take().unwrap_or_else(|| {
+                json!({
+                    "object": "text_completion", "model": self.model, "choices": [],
+                    "usage": usage.to_json(),
+                })
+            });
+            if let (Some(c), Some(u)) = (cost, chunk.get_mut("usage")) {
+                c.add_to(u);
+            }
+            tail.extend(sse_event(&chunk));
         }
         tail.extend_from_slice(DONE_EVENT);
         tail
     }
     fn error_event(&mut self, err: &GatewayError) -> Vec<u8> {
-        sse_event(&err.to_value())
+        let mut out = self
+            .held_usage
+            .take()
+            .map(|c| sse_event(&c))
+            .unwrap_or_default();
+        out.extend(sse_event(&err.to_value()));
+        out
     }
 }
 
@@ -376,6 +396,6 @@ mod tests {
         );
         assert_eq!(s.upstream_usage().map(|u| u.prompt_tokens), Some(2));
         assert!(matches!(s.on_event(None, "[DONE]"), StreamStep::Done));
-        assert_eq!(s.close(Usage::default()), DONE_EVENT);
+        assert_eq!(s.close(Usage::default(), None), DONE_EVENT);
     }
 }

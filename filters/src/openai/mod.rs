@@ -19,4 +19,6 @@ pub mod request;
 pub mod stream;
 #[cfg(test)]
 mod tests_request;
+#[cfg(test)]
+mod tests_stream;
 mod tools;

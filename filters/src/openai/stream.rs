@@ -1,9 +1,11 @@
 //! Rewriting an upstream's SSE chat stream for the client, one event at a time.
 //!
 //! Each chunk gets the model name the client is told (the pinned id actually used), the usage
-//! chunk the gateway asked for is kept only when the client asked for it too, a chunk that
-//! carries both content and `finish_reason` is split so that the last content chunk has an
-//! empty delta (SPEC.md), and the text delivered so far is kept for the tokenizer fallback.
+//! chunk the gateway asked for is kept only when the client asked for it too (held back and
+//! written by [`StreamRewriter::close`], after the settlement, with the cost in its usage), a
+//! chunk that carries both content and `finish_reason` is split so that the last content chunk
+//! has an empty delta (SPEC.md), and the text delivered so far is kept for the tokenizer
+//! fallback.
 
 use std::borrow::Cow;
 
@@ -11,6 +13,7 @@ use serde::de::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::cost::Cost;
 use crate::json::splice::{splice_members, Members};
 use crate::Usage;
 
@@ -30,6 +33,9 @@ pub struct StreamRewriter {
     model: String,
     client_wants_usage: bool,
     usage: Option<Usage>,
+    /// The upstream's usage chunk, for a client that asked for it: held back until the close,
+    /// which adds the cost to its usage object (the object's other members kept).
+    held_usage: Option<Map<String, Value>>,
     /// Content and tool-call text delivered, for counting when no usage arrives.
     delivered_text: String,
     finished: bool,
@@ -60,6 +66,7 @@ impl StreamRewriter {
             model: model.to_owned(),
             client_wants_usage,
             usage: None,
+            held_usage: None,
             delivered_text: String::new(),
             finished: false,
             output: false,
@@ -102,7 +109,7 @@ impl StreamRewriter {
     }
 
     /// Any chunk, through a JSON tree.
-    fn general_chunk(&mut self, data: &str) -> StreamStep {
+    pub(super) fn general_chunk(&mut self, data: &str) -> StreamStep {
         let Ok(Value::Object(mut chunk)) = serde_json::from_str::<Value>(data) else {
             return StreamStep::UpstreamError(serde_json::json!({
                 "message": "upstream sent a stream event that is not a JSON object"
@@ -136,6 +143,22 @@ impl StreamRewriter {
         }
         if let Some(c) = chunk.get("created") {
             remember(&mut self.last_created, &c.to_string());
+        }
+        if chunk.get("usage").is_some_and(Value::is_object) {
+            // Held back for the close. A usage chunk is held whole; usage riding on a chunk
+            // with choices becomes a usage chunk of its own, its choices sent now.
+            if no_choices {
+                self.held_usage = Some(chunk);
+                return StreamStep::Emit(Vec::new());
+            }
+            let mut held: Map<String, Value> = ["id", "object", "created", "model"]
+                .into_iter()
+                .chain(["system_fingerprint", "service_tier"])
+                .filter_map(|k| Some((k.to_owned(), chunk.get(k)?.clone())))
+                .collect();
+            held.insert("choices".into(), Value::Array(Vec::new()));
+            held.insert("usage".into(), chunk.remove("usage").unwrap_or_default());
+            self.held_usage = Some(held);
         }
 
         let mut out = Vec::new();
@@ -198,7 +221,7 @@ impl StreamRewriter {
     /// no error — rewritten without building a JSON tree: its members are located in place
     /// and copied with `model` and `object` spliced in. `None` sends the chunk down the
     /// general path (finish chunks, usage chunks, errors, anything unusual).
-    fn fast_chunk(&mut self, data: &str) -> Option<Vec<u8>> {
+    pub(super) fn fast_chunk(&mut self, data: &str) -> Option<Vec<u8>> {
         // A multi-line `data:` field joined by the decoder would break the event's framing
         // if copied as is; the general path writes it compactly.
         if data.bytes().any(|b| b == b'\n' || b == b'\r') {
@@ -282,15 +305,41 @@ impl StreamRewriter {
     }
 
     /// A usage chunk for a client that asked for one when the upstream sent none.
-    pub fn synthetic_usage_chunk(&self, usage: Usage) -> Vec<u8> {
-        sse_event(&serde_json::json!({
+    fn synthetic_usage_chunk(&self, usage: Usage) -> Value {
+        serde_json::json!({
             "id": raw_or(&self.last_id, "chatcmpl-tollgate".into()),
             "object": "chat.completion.chunk",
             "created": raw_or(&self.last_created, 0.into()),
             "model": self.model,
             "choices": [],
             "usage": usage.to_json(),
-        }))
+        })
+    }
+
+    /// The upstream's usage chunk held back, if any.
+    pub fn take_held_usage(&mut self) -> Option<Value> {
+        self.held_usage.take().map(Value::Object)
+    }
+
+    /// The stream's end, after the settlement: the finish the upstream never sent, the usage
+    /// chunk the client asked for (the upstream's held back, else one with `usage`) with the
+    /// cost in its usage object, `[DONE]`.
+    pub fn close(&mut self, usage: Usage, cost: Option<&Cost>) -> Vec<u8> {
+        let mut tail = Vec::new();
+        if !self.finished() {
+            tail.extend_from_slice(&self.synthetic_finish_chunk());
+        }
+        if self.client_wants_usage() {
+            let mut chunk = self
+                .take_held_usage()
+                .unwrap_or_else(|| self.synthetic_usage_chunk(usage));
+            if let (Some(c), Some(u)) = (cost, chunk.get_mut("usage")) {
+                c.add_to(u);
+            }
+            tail.extend(sse_event(&chunk));
+        }
+        tail.extend_from_slice(DONE_EVENT);
+        tail
     }
 
     /// The final chunk when the upstream ended with `[DONE]` but never sent a `finish_reason`.
@@ -359,160 +408,4 @@ struct FastFunction<'a> {
 
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(d).map(Some)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn emitted(step: StreamStep) -> Vec<Value> {
-        let StreamStep::Emit(bytes) = step else {
-            panic!("expected emit, got {step:?}")
-        };
-        String::from_utf8(bytes)
-            .unwrap()
-            .split("\n\n")
-            .filter(|s| !s.is_empty())
-            .map(|s| serde_json::from_str(s.strip_prefix("data: ").unwrap()).unwrap())
-            .collect()
-    }
-
-    #[test]
-    fn rewrites_model_and_strips_usage_chunk() {
-        let mut r = StreamRewriter::new("pinned-1", false);
-        let c = emitted(r.on_event(r#"{"id":"x","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}"#));
-        assert_eq!(c[0]["model"], "pinned-1");
-        let c = emitted(r.on_event(r#"{"id":"x","created":1,"model":"up","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#));
-        assert!(c.is_empty());
-        assert_eq!(
-            r.upstream_usage(),
-            Some(Usage {
-                prompt_tokens: 3,
-                completion_tokens: 1,
-                ..Usage::default()
-            })
-        );
-        assert_eq!(r.on_event("[DONE]"), StreamStep::Done);
-        assert_eq!(r.delivered_text(), "hi");
-    }
-
-    #[test]
-    fn fast_path_matches_the_general_path() {
-        let samples = [
-            r#"{"id":"a","object":"chat.completion.chunk","created":7,"model":"up","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
-            r#"{"id":"a","created":7,"model":"up","choices":[{"index":0,"delta":{"content":"caf\u00e9 \"q\"\n"},"logprobs":null,"finish_reason":null}],"system_fingerprint":"fp"}"#,
-            r#"{ "choices" : [ {"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"get","arguments":"{\"a\":"}}]},"finish_reason":null}, {"index":1,"delta":{"content":"x"},"finish_reason":null} ] , "id":"b" }"#,
-            // Not for the fast path: finish, missing finish_reason, usage, odd content.
-            r#"{"id":"a","choices":[{"index":0,"delta":{"content":"end"},"finish_reason":"stop"}]}"#,
-            r#"{"id":"a","choices":[{"index":0,"delta":{"content":"y"}}]}"#,
-            r#"{"id":"a","choices":[{"index":0,"delta":{"content":"z"},"finish_reason":null}],"usage":null}"#,
-            r#"{"id":"a","choices":[{"index":0,"delta":{"content":[1]},"finish_reason":null}]}"#,
-            "{\"id\":\"a\",\n\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w\"},\"finish_reason\":null}]}",
-        ];
-        for (i, sample) in samples.iter().enumerate() {
-            let mut fast = StreamRewriter::new("pin", false);
-            let mut general = StreamRewriter::new("pin", false);
-            let expected = general.general_chunk(sample);
-            let got = fast.on_event(sample);
-            assert_eq!(emitted(got), emitted(expected), "sample {i}");
-            assert_eq!(
-                fast.delivered_text(),
-                general.delivered_text(),
-                "sample {i}"
-            );
-            assert_eq!(fast.finished(), general.finished(), "sample {i}");
-            assert_eq!(fast.has_output(), general.has_output(), "sample {i}");
-            let took_fast = StreamRewriter::new("pin", false)
-                .fast_chunk(sample)
-                .is_some();
-            assert_eq!(took_fast, i < 3, "sample {i}");
-        }
-        // Content with escapes is counted as the text it encodes.
-        let mut r = StreamRewriter::new("pin", false);
-        r.on_event(samples[1]);
-        assert_eq!(r.delivered_text(), "café \"q\"\n");
-        // Untouched members come through byte for byte; each event is one line.
-        let mut r = StreamRewriter::new("p\"n", false);
-        let StreamStep::Emit(out) = r.on_event(samples[2]) else {
-            panic!("expected emit")
-        };
-        let text = String::from_utf8(out).unwrap();
-        assert!(text.starts_with(r#"data: { "choices" : [ {"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"get","arguments":"{\"a\":"}}]}"#));
-        assert!(text.ends_with(
-            r#""id":"b" ,"model":"p\"n","object":"chat.completion.chunk"}
-
-"#
-        ));
-        // The id and created of fast-path chunks are used for synthesised chunks.
-        let mut r = StreamRewriter::new("pin", true);
-        r.on_event(samples[0]);
-        let fin: Value = serde_json::from_slice(&r.synthetic_finish_chunk()[6..]).unwrap();
-        assert_eq!(fin["id"], "a");
-        assert_eq!(fin["created"], 7);
-    }
-
-    #[test]
-    fn keeps_usage_chunk_when_asked() {
-        let mut r = StreamRewriter::new("m", true);
-        let c = emitted(r.on_event(r#"{"id":"x","created":1,"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#));
-        assert_eq!(c[0]["usage"]["total_tokens"], 4);
-    }
-
-    #[test]
-    fn splits_content_from_finish() {
-        let mut r = StreamRewriter::new("m", false);
-        let c = emitted(r.on_event(r#"{"id":"x","created":1,"choices":[{"index":0,"delta":{"content":"end"},"finish_reason":"stop"}]}"#));
-        assert_eq!(c.len(), 2);
-        assert_eq!(c[0]["choices"][0]["delta"]["content"], "end");
-        assert!(c[0]["choices"][0]["finish_reason"].is_null());
-        assert_eq!(c[1]["choices"][0]["delta"], json!({}));
-        assert_eq!(c[1]["choices"][0]["finish_reason"], "stop");
-        assert!(r.finished());
-    }
-
-    #[test]
-    fn error_events_and_garbage() {
-        let mut r = StreamRewriter::new("m", false);
-        assert!(matches!(
-            r.on_event(r#"{"error":{"message":"overloaded"}}"#),
-            StreamStep::UpstreamError(_)
-        ));
-        assert!(matches!(
-            r.on_event("not json"),
-            StreamStep::UpstreamError(_)
-        ));
-    }
-
-    #[test]
-    fn only_content_a_tool_call_a_refusal_or_a_finish_counts_as_output() {
-        let chunk = |delta: &str, finish: &str| {
-            format!(
-                r#"{{"id":"a","choices":[{{"index":0,"delta":{delta},"finish_reason":{finish}}}]}}"#
-            )
-        };
-        let output_after = |events: &[String]| {
-            let mut r = StreamRewriter::new("pin", false);
-            for e in events {
-                r.on_event(e);
-            }
-            r.has_output()
-        };
-        let role = chunk(r#"{"role":"assistant","content":""}"#, "null");
-        assert!(!output_after(std::slice::from_ref(&role)));
-        assert!(!output_after(&[
-            role.clone(),
-            chunk(r#"{"content":""}"#, "null")
-        ]));
-        assert!(output_after(&[
-            role.clone(),
-            chunk(r#"{"content":"Hi"}"#, "null")
-        ]));
-        assert!(output_after(&[chunk(r#"{"refusal":"no"}"#, "null")]));
-        assert!(output_after(&[chunk(
-            r#"{"tool_calls":[{"index":0,"function":{"name":"f","arguments":""}}]}"#,
-            "null"
-        )]));
-        assert!(output_after(&[chunk("{}", r#""stop""#)]));
-    }
 }

@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::reply::Head;
 use super::request::ResponsesRequest;
+use crate::cost::Cost;
 use crate::openai::stream::StreamStep;
 use crate::translator::StreamTranslator;
 use crate::{GatewayError, Usage};
@@ -41,7 +42,11 @@ fn usage_of(response: &Value) -> Option<Usage> {
             .pointer("/input_tokens_details/cached_tokens")
             .and_then(Value::as_u64)
             .unwrap_or(0),
-        cache_write_tokens: 0,
+        reasoning_tokens: u
+            .pointer("/output_tokens_details/reasoning_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+        ..Usage::default()
     })
 }
 
@@ -102,6 +107,8 @@ pub struct NativeStream {
     usage: Option<Usage>,
     closing: Option<(String, Value)>,
     last_seq: u64,
+    /// [`StreamTranslator::end`] has run: the closing event is complete but for the cost.
+    ended: bool,
     object: Option<Value>,
 }
 
@@ -114,6 +121,7 @@ impl NativeStream {
             usage: None,
             closing: None,
             last_seq: 0,
+            ended: false,
             object: None,
         }
     }
@@ -169,9 +177,12 @@ impl StreamTranslator for NativeStream {
     fn delivered_text(&self) -> &str {
         &self.text
     }
-    fn close(&mut self, usage: Usage) -> Vec<u8> {
-        let Some((kind, mut ev)) = self.closing.take() else {
-            return Vec::new();
+    fn end(&mut self, usage: Usage, failure: Option<&GatewayError>) {
+        if std::mem::replace(&mut self.ended, true) {
+            return;
+        }
+        let Some((_, ev)) = self.closing.as_mut().filter(|_| failure.is_none()) else {
+            return;
         };
         if self.usage.is_none() {
             ev["response"]["usage"] = json!({
@@ -181,6 +192,15 @@ impl StreamTranslator for NativeStream {
             });
         }
         self.object = Some(ev["response"].clone());
+    }
+    fn close(&mut self, usage: Usage, cost: Option<&Cost>) -> Vec<u8> {
+        self.end(usage, None);
+        let Some((kind, mut ev)) = self.closing.take() else {
+            return Vec::new();
+        };
+        if let (Some(c), Some(u)) = (cost, ev["response"].get_mut("usage")) {
+            c.add_to(u);
+        }
         event(&kind, &ev)
     }
     fn error_event(&mut self, err: &GatewayError) -> Vec<u8> {

@@ -12,6 +12,7 @@ use super::reply::{
     call_item, item_id, message_item, reasoning_item, text_part, Head, Status, Tokens,
 };
 use super::request::Frame;
+use crate::cost::Cost;
 use crate::openai::stream::StreamStep;
 use crate::translator::StreamTranslator;
 use crate::{GatewayError, Usage};
@@ -58,6 +59,9 @@ pub struct ResponsesStream {
     finish: Option<String>,
     /// Details the chat usage chunk had (cached, reasoning tokens).
     details: Option<Tokens>,
+    /// Once ended ([`StreamTranslator::end`]): the events written so far that have not gone
+    /// out, and the closing event's name and response object, which get the cost at the close.
+    ending: Option<(Vec<u8>, &'static str, Value)>,
     object: Option<Value>,
 }
 
@@ -79,6 +83,7 @@ impl ResponsesStream {
             calls: Vec::new(),
             finish: None,
             details: None,
+            ending: None,
             object: None,
         }
     }
@@ -365,46 +370,65 @@ impl StreamTranslator for ResponsesStream {
     fn delivered_text(&self) -> &str {
         self.inner.delivered_text()
     }
-    fn close(&mut self, usage: Usage) -> Vec<u8> {
-        let tail = self.inner.close(usage);
+    fn end(&mut self, usage: Usage, failure: Option<&GatewayError>) {
+        if self.ending.is_some() {
+            return;
+        }
         let mut out = Vec::new();
-        self.translate(&tail, &mut out);
-        self.close_open(&mut out);
-        let details = self.details.unwrap_or_default();
-        let tokens = Tokens {
-            input: usage.prompt_tokens,
-            output: usage.completion_tokens,
-            cached: details.cached.max(usage.cache_read_tokens),
-            reasoning: details.reasoning,
+        let (kind, r) = match failure {
+            None => {
+                let tail = self.inner.close(usage, None);
+                self.translate(&tail, &mut out);
+                self.close_open(&mut out);
+                let details = self.details.unwrap_or_default();
+                let tokens = Tokens {
+                    input: usage.prompt_tokens,
+                    output: usage.completion_tokens,
+                    cached: details.cached.max(usage.cache_read_tokens),
+                    reasoning: details.reasoning.max(usage.reasoning_tokens),
+                };
+                let status = Status::from_finish(self.finish.as_deref());
+                let kind = match status {
+                    Status::Incomplete(_) => "response.incomplete",
+                    _ => "response.completed",
+                };
+                (kind, self.snapshot(status, Some(tokens), None))
+            }
+            Some(err) => {
+                let message = err.to_value()["error"]["message"].clone();
+                let error = json!({"code": "server_error", "message": message});
+                let r = self.snapshot(Status::Failed, None, Some(error));
+                ("response.failed", r)
+            }
         };
-        let status = Status::from_finish(self.finish.as_deref());
-        let r = self.snapshot(status, Some(tokens), None);
-        let kind = match status {
-            Status::Incomplete(_) => "response.incomplete",
-            _ => "response.completed",
+        self.object = Some(r.clone());
+        self.ending = Some((out, kind, r));
+    }
+    fn close(&mut self, usage: Usage, cost: Option<&Cost>) -> Vec<u8> {
+        self.end(usage, None);
+        let Some((mut out, kind, mut r)) = self.ending.take() else {
+            return Vec::new();
         };
+        if let (Some(c), Some(u)) = (cost, r.get_mut("usage")) {
+            c.add_to(u);
+        }
         self.event(&mut out, kind, json!({ "response": r }));
-        self.object = Some(r);
         out
     }
     fn error_event(&mut self, err: &GatewayError) -> Vec<u8> {
-        let mut out = Vec::new();
+        self.end(Usage::default(), Some(err));
+        let Some((mut out, kind, r)) = self.ending.take() else {
+            return Vec::new();
+        };
         let body = err.to_value();
         let e = &body["error"];
-        let code = e["type"].clone();
-        let message = e["message"].clone();
+        let (code, message) = (e["type"].clone(), e["message"].clone());
         self.event(
             &mut out,
             "error",
             json!({"code": code, "message": message, "param": null}),
         );
-        let r = self.snapshot(
-            Status::Failed,
-            None,
-            Some(json!({"code": "server_error", "message": message})),
-        );
-        self.event(&mut out, "response.failed", json!({ "response": r }));
-        self.object = Some(r);
+        self.event(&mut out, kind, json!({ "response": r }));
         out
     }
     fn take_object(&mut self) -> Option<Value> {

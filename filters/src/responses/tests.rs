@@ -317,7 +317,7 @@ fn run_stream(chunks: &[Value]) -> (Vec<(String, Value)>, Option<Value>) {
     }
     assert!(matches!(s.on_event(None, "[DONE]"), StreamStep::Done));
     let usage = s.upstream_usage().unwrap_or_default();
-    out.extend_from_slice(&s.close(usage));
+    out.extend_from_slice(&s.close(usage, None));
     (parse_events(&out), s.take_object())
 }
 

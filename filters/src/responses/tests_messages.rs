@@ -189,7 +189,7 @@ fn an_anthropic_stream_with_parallel_tool_calls_becomes_responses_events() {
     assert!(s.finished());
     let usage = s.upstream_usage().expect("Anthropic's usage");
     assert_eq!((usage.prompt_tokens, usage.completion_tokens), (50, 40));
-    out.extend(s.close(usage));
+    out.extend(s.close(usage, None));
     let ev = events(&out);
     for (i, (_, d)) in ev.iter().enumerate() {
         assert_eq!(d["sequence_number"], i);
@@ -276,7 +276,7 @@ fn a_native_provider_body_reply_and_stream_keep_the_gateways_id_and_chain() {
         matches!(s.on_event(None, &completed.to_string()), StreamStep::Done),
         "held back"
     );
-    let tail = s.close(s.upstream_usage().unwrap());
+    let tail = s.close(s.upstream_usage().unwrap(), None);
     assert_eq!(events(&tail)[0].1["response"]["id"], "resp_x");
     assert_eq!(s.take_object().unwrap()["model"], "claude");
     let failed = json!({"type": "response.failed", "response": {"error": {"message": "boom"}}});
