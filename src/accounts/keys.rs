@@ -66,7 +66,7 @@ async fn spent(shared: &Shared, k: &KeyRow, now: i64) -> Option<i64> {
         Some((_, period)) => shared
             .limiter
             .budgets
-            .spent(&shared.limiter, ledger, &k.id, period, now)
+            .spent(&shared.limiter.counters(), ledger, &k.id, period, now)
             .await
             .map_err(|e| e.0),
         None => ledger.key_spent(&k.id, 0).await.map_err(|e| e.to_string()),

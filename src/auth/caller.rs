@@ -242,7 +242,7 @@ pub async fn admit(
     if let Caller::Key(key) = caller {
         let (limiter, metrics) = (&shared.limiter, &shared.metrics);
         ctx.slot =
-            limits::keys::admit_request(limiter, plans, metrics, key, &ctx.request_id).await?;
+            super::key_limits::admit_request(limiter, plans, metrics, key, &ctx.request_id).await?;
     }
     Ok(())
 }

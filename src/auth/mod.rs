@@ -1,11 +1,13 @@
 //! Who is calling: an API key (looked up through [`key_cache`]), a dashboard session, the
 //! admin token, or nobody (the guest tier), and the rate-limit identity that follows from it
-//! ([`caller`]), and what a key's model allowlist lets it use ([`allowlist`]). The route table (`proxy::table`) says which of these a route accepts;
+//! ([`caller`]), what a key's model allowlist lets it use ([`allowlist`]), and a keyed request
+//! against its key's and plan's per-minute and in-flight limits ([`key_limits`]). The route table (`proxy::table`) says which of these a route accepts;
 //! dispatch resolves the caller with this module before the handler runs.
 
 pub mod allowlist;
 pub mod caller;
 pub mod key_cache;
+pub mod key_limits;
 
 use tollgate_filters::GatewayError;
 

@@ -22,7 +22,7 @@ impl BackgroundService for InFlightService {
                 _ = shutdown.changed() => return,
                 _ = tokio::time::sleep(every) => {}
             }
-            limiter.in_flight.renew(limiter).await;
+            limiter.in_flight.renew(&limiter.counters()).await;
         }
     }
 }

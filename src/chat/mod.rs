@@ -33,7 +33,8 @@ use crate::auth::caller::Caller;
 use crate::config::ProviderKind;
 use crate::ledger::KeyAuth;
 use crate::metering::charge::Charge;
-use crate::metering::{self, Hold, HoldRequest};
+use crate::metering::holds::HoldRequest;
+use crate::metering::{self, Hold};
 use crate::request::ctx::{RequestCtx, Wire};
 use crate::request::{body, respond};
 use crate::runtime::Shared;
@@ -286,7 +287,7 @@ async fn admit_tokens(
         .map_or(0, |m| m.min(first.max_output_tokens).saturating_mul(req.n));
     let estimate = prompt.saturating_add(output);
     let (limiter, metrics) = (&shared.limiter, &shared.metrics);
-    crate::limits::keys::admit_tokens(limiter, plans, metrics, key, estimate).await
+    crate::auth::key_limits::admit_tokens(limiter, plans, metrics, key, estimate).await
 }
 
 /// Places the credit hold of a keyed request, sized for its first candidate, as the request's
@@ -310,7 +311,7 @@ async fn hold(
         budget: key.limits.budget,
     };
     let tokens = admit_tokens(shared, key, first, req).await?;
-    match metering::hold(&meter, &ask, first).await? {
+    match metering::holds::hold(&meter, &ask, first).await? {
         Hold::Placed {
             hold,
             budget,
@@ -323,7 +324,7 @@ async fn hold(
             Ok(())
         }
         Hold::OverBudget { left } => {
-            Err(metering::key_budget::over_budget(key.limits.budget, left))
+            Err(metering::holds::over_budget(key.limits.budget, left))
         }
         Hold::Refused { balance } => {
             if let Some(b) = balance {

@@ -14,10 +14,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use redis::aio::ConnectionManager;
 use tollgate_filters::budget::Period;
 
-use super::Limiter;
+use super::store::{Counters, Unavailable};
 use crate::ledger::Ledger;
 
 /// Reserves up to ARGV[2] (at least ARGV[3]) under the cap ARGV[4] for hold ARGV[5], which
@@ -96,10 +95,6 @@ pub enum Reservation {
     },
 }
 
-/// The store could not answer.
-#[derive(Debug)]
-pub struct Unavailable(pub String);
-
 #[derive(Default)]
 struct Local {
     spent: i64,
@@ -141,7 +136,7 @@ impl Budgets {
     /// Reserves up to `ask.want`, at least `ask.minimum`, of the key's budget left.
     pub async fn reserve(
         &self,
-        limiter: &Limiter,
+        c: &Counters<'_>,
         ledger: &Ledger,
         ask: &Ask<'_>,
     ) -> Result<Reservation, Unavailable> {
@@ -157,7 +152,7 @@ impl Budgets {
                 in_redis,
             })
         };
-        let Some((conn, prefix)) = redis_of(limiter)? else {
+        let Some((conn, prefix)) = c.redis()? else {
             let seed = self.local_seed(ledger, &ident, ask.key_id, start).await?;
             let Ok(mut map) = self.local.lock() else {
                 return Err(Unavailable("budget counters poisoned".into()));
@@ -193,7 +188,7 @@ impl Budgets {
                 .arg(ask.expires_at)
                 .arg(keep)
                 .arg(seed);
-            let reply: Vec<i64> = timed(limiter, inv.invoke_async(&mut conn.clone())).await?;
+            let reply: Vec<i64> = c.timed(inv.invoke_async(&mut conn.clone())).await?;
             match reply.as_slice() {
                 [-2, ..] => {
                     seed = ledger
@@ -234,7 +229,7 @@ impl Budgets {
 
     /// Sets a reservation to `amount` (a hold topped up or placed smaller); growing it only
     /// within the budget. False, and nothing changed, when it cannot grow.
-    pub async fn resize(&self, limiter: &Limiter, r: &mut Reserved, amount: i64) -> bool {
+    pub async fn resize(&self, c: &Counters<'_>, r: &mut Reserved, amount: i64) -> bool {
         if !r.in_redis {
             let Ok(mut map) = self.local.lock() else {
                 return false;
@@ -250,7 +245,7 @@ impl Budgets {
             r.amount = amount;
             return true;
         }
-        let Ok(Some((conn, prefix))) = redis_of(limiter) else {
+        let Ok(Some((conn, prefix))) = c.redis() else {
             return false;
         };
         let (h, z) = keys(&prefix, &r.ident);
@@ -260,7 +255,7 @@ impl Budgets {
             .arg(&r.request_id)
             .arg(amount)
             .arg(r.cap);
-        match timed::<i64>(limiter, inv.invoke_async(&mut conn.clone())).await {
+        match c.timed::<i64>(inv.invoke_async(&mut conn.clone())).await {
             Ok(1) => {
                 r.amount = amount;
                 true
@@ -274,7 +269,7 @@ impl Budgets {
     }
 
     /// Ends a reservation: `charged` is added to what the key spent, the hold released.
-    pub async fn settle(&self, limiter: &Limiter, r: Reserved, charged: i64) {
+    pub async fn settle(&self, c: &Counters<'_>, r: Reserved, charged: i64) {
         if !r.in_redis {
             if let Ok(mut map) = self.local.lock() {
                 if let Some(l) = map.get_mut(&r.ident) {
@@ -285,7 +280,7 @@ impl Budgets {
             }
             return;
         }
-        let Ok(Some((conn, prefix))) = redis_of(limiter) else {
+        let Ok(Some((conn, prefix))) = c.redis() else {
             tracing::error!(request_id = %r.request_id, charged, "could not count a charge against the key's budget: Redis is not connected");
             return;
         };
@@ -293,7 +288,7 @@ impl Budgets {
         let mut inv = self.settle.prepare_invoke();
         inv.key(&h).key(&z).arg(&r.request_id).arg(charged);
         if let Err(Unavailable(e)) =
-            timed::<i64>(limiter, inv.invoke_async(&mut conn.clone())).await
+            c.timed::<i64>(inv.invoke_async(&mut conn.clone())).await
         {
             // Its hold expires with the credit hold; the charge is in the ledger, which seeds
             // the hash again if Redis lost it.
@@ -305,7 +300,7 @@ impl Budgets {
     /// period, else from the ledger.
     pub async fn spent(
         &self,
-        limiter: &Limiter,
+        c: &Counters<'_>,
         ledger: &Ledger,
         key_id: &str,
         period: Period,
@@ -313,10 +308,10 @@ impl Budgets {
     ) -> Result<i64, Unavailable> {
         let start = period.start(now);
         let ident = format!("{key_id}:{start}");
-        if let Some((mut conn, prefix)) = redis_of(limiter)? {
+        if let Some((mut conn, prefix)) = c.redis()? {
             let (h, _) = keys(&prefix, &ident);
-            let got: Option<i64> = timed(
-                limiter,
+            let got: Option<i64> = c
+                .timed(
                 redis::cmd("HGET")
                     .arg(&h)
                     .arg("spent")
@@ -341,37 +336,9 @@ impl Budgets {
     }
 }
 
-/// The Redis connection and key prefix; `None` without Redis (in-process counters).
-pub(super) fn redis_of(
-    limiter: &Limiter,
-) -> Result<Option<(ConnectionManager, String)>, Unavailable> {
-    let Some(r) = &limiter.redis else {
-        return Ok(None);
-    };
-    match r.conn() {
-        Some(c) => Ok(Some((c, r.prefix().to_owned()))),
-        None => Err(Unavailable("Redis is not connected yet".into())),
-    }
-}
-
 fn keys(prefix: &str, ident: &str) -> (String, String) {
     (
         format!("{prefix}:bud:{{{ident}}}"),
         format!("{prefix}:bud:{{{ident}}}:exp"),
     )
-}
-
-/// A Redis call within the limiter's store timeout.
-pub(super) async fn timed<T>(
-    limiter: &Limiter,
-    call: impl std::future::Future<Output = redis::RedisResult<T>>,
-) -> Result<T, Unavailable> {
-    match tokio::time::timeout(limiter.timeout(), call).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(Unavailable(e.to_string())),
-        Err(_) => Err(Unavailable(format!(
-            "no answer within {:?}",
-            limiter.timeout()
-        ))),
-    }
 }

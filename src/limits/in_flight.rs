@@ -11,8 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::budgets::{redis_of, timed, Unavailable};
-use super::Limiter;
+use super::store::{Counters, Unavailable};
 
 /// Takes a slot in every set (ARGV[2] the request, scored ARGV[3]) when each has fewer than
 /// its limit live at ARGV[1]; else the index of the first full one.
@@ -57,11 +56,11 @@ impl InFlight {
     /// full.
     pub async fn take(
         &self,
-        limiter: &Limiter,
+        c: &Counters<'_>,
         limits: &[(&str, i64)],
         request_id: &str,
     ) -> Result<Result<Slot, usize>, Unavailable> {
-        let redis = redis_of(limiter)?;
+        let redis = c.redis()?;
         let prefix = redis.as_ref().map_or("", |r| r.1.as_str());
         let keys: Vec<String> = limits
             .iter()
@@ -95,7 +94,7 @@ impl InFlight {
         for (_, limit) in limits {
             inv.arg(*limit);
         }
-        let full: i64 = timed(limiter, inv.invoke_async(&mut conn)).await?;
+        let full: i64 = c.timed(inv.invoke_async(&mut conn)).await?;
         if full > 0 {
             return Ok(Err(full as usize - 1));
         }
@@ -111,7 +110,7 @@ impl InFlight {
 
     /// Background, every third of the TTL: pushes the expiry of this instance's live slots
     /// forward (only of members still there: a slot given back is not taken again).
-    pub async fn renew(&self, limiter: &Limiter) {
+    pub async fn renew(&self, c: &Counters<'_>) {
         let slots: Vec<(String, Vec<String>)> = match self.live.lock() {
             Ok(live) => live.iter().map(|(r, k)| (r.clone(), k.clone())).collect(),
             Err(_) => return,
@@ -119,7 +118,7 @@ impl InFlight {
         if slots.is_empty() {
             return;
         }
-        let Ok(Some((mut conn, _))) = redis_of(limiter) else {
+        let Ok(Some((mut conn, _))) = c.redis() else {
             return;
         };
         let until = crate::clock::now_ms() + self.ttl.as_millis() as i64;
@@ -134,7 +133,7 @@ impl InFlight {
                     .ignore();
             }
         }
-        if let Err(Unavailable(e)) = timed::<()>(limiter, pipe.query_async(&mut conn)).await {
+        if let Err(Unavailable(e)) = c.timed::<()>(pipe.query_async(&mut conn)).await {
             tracing::warn!("could not renew the in-flight slots: {e}");
         }
     }

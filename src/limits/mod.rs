@@ -13,9 +13,9 @@ pub mod budgets;
 pub mod in_flight;
 pub mod in_process;
 pub mod in_redis;
-pub mod keys;
 pub mod recovery;
 pub mod shadow;
+pub mod store;
 pub mod tokens;
 
 use std::net::IpAddr;
@@ -184,9 +184,12 @@ impl Limiter {
         }
     }
 
-    /// How long one call to Redis may take.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
+    /// The store of the key budgets, tokens per minute and requests in flight.
+    pub fn counters(&self) -> store::Counters<'_> {
+        store::Counters {
+            redis: self.redis.as_ref(),
+            timeout: self.timeout,
+        }
     }
 
     /// Whether a limit whose store does not answer lets the request through.

@@ -8,8 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::budgets::{redis_of, timed, Unavailable};
-use super::Limiter;
+use super::store::{Counters, Unavailable};
 
 const MINUTE_MS: i64 = 60_000;
 
@@ -70,14 +69,14 @@ impl Tokens {
     /// Counts `estimate` tokens against each `(ident, limit)` when all have room.
     pub async fn admit(
         &self,
-        limiter: &Limiter,
+        c: &Counters<'_>,
         limits: &[(&str, i64)],
         estimate: i64,
     ) -> Result<Result<Counted, Full>, Unavailable> {
         let now = crate::clock::now_ms();
         let minute = now.div_euclid(MINUTE_MS);
         let retry_after_secs = (((minute + 1) * MINUTE_MS - now + 999) / 1000).max(1) as u64;
-        let redis = redis_of(limiter)?;
+        let redis = c.redis()?;
         let prefix = redis.as_ref().map_or("", |r| r.1.as_str());
         let keys: Vec<String> = limits
             .iter()
@@ -116,7 +115,7 @@ impl Tokens {
         for (_, limit) in limits {
             inv.arg(*limit);
         }
-        let full: i64 = timed(limiter, inv.invoke_async(&mut conn)).await?;
+        let full: i64 = c.timed(inv.invoke_async(&mut conn)).await?;
         if full > 0 {
             return Ok(Err(Full {
                 index: full as usize - 1,
@@ -131,14 +130,14 @@ impl Tokens {
     }
 
     /// Replaces the estimate with the tokens the request used, in the minute it was admitted.
-    pub async fn settle(&self, limiter: &Limiter, c: Counted, used: i64) {
-        let delta = used - c.estimate;
+    pub async fn settle(&self, c: &Counters<'_>, counted: Counted, used: i64) {
+        let delta = used - counted.estimate;
         if delta == 0 {
             return;
         }
-        if !c.in_redis {
+        if !counted.in_redis {
             if let Ok(mut map) = self.local.lock() {
-                for k in &c.keys {
+                for k in &counted.keys {
                     if let Some(n) = map.get_mut(k) {
                         *n += delta;
                     }
@@ -146,15 +145,15 @@ impl Tokens {
             }
             return;
         }
-        let Ok(Some((mut conn, _))) = redis_of(limiter) else {
+        let Ok(Some((mut conn, _))) = c.redis() else {
             return;
         };
         let mut inv = self.correct.prepare_invoke();
-        for k in &c.keys {
+        for k in &counted.keys {
             inv.key(k);
         }
         inv.arg(delta);
-        if let Err(Unavailable(e)) = timed::<i64>(limiter, inv.invoke_async(&mut conn)).await {
+        if let Err(Unavailable(e)) = c.timed::<i64>(inv.invoke_async(&mut conn)).await {
             tracing::warn!("could not correct a tokens-per-minute count: {e}");
         }
     }

@@ -280,7 +280,7 @@ impl Call<'_> {
             Hold::Placed { hold, reserved, .. } => (hold, reserved),
             Hold::OverBudget { left } => {
                 self.outcome(&service.slug, "refused");
-                return Err(err(crate::metering::key_budget::over_budget(
+                return Err(err(crate::metering::holds::over_budget(
                     self.budget,
                     left,
                 )));
@@ -343,7 +343,7 @@ impl Call<'_> {
             meter
                 .limiter
                 .budgets
-                .settle(meter.limiter, r, charged)
+                .settle(&meter.limiter.counters(), r, charged)
                 .await;
         }
         if written.is_none() && ok {

@@ -78,7 +78,7 @@ impl Charge {
                 meter
                     .limiter
                     .budgets
-                    .resize(meter.limiter, r, self.hold.held)
+                    .resize(&meter.limiter.counters(), r, self.hold.held)
                     .await;
             }
         }
@@ -101,7 +101,7 @@ impl Charge {
     async fn grow_reserved(&mut self, meter: &Meter<'_>, to: i64) -> bool {
         match &mut self.reserved {
             None => true,
-            Some(r) => meter.limiter.budgets.resize(meter.limiter, r, to).await,
+            Some(r) => meter.limiter.budgets.resize(&meter.limiter.counters(), r, to).await,
         }
     }
 
@@ -133,12 +133,12 @@ impl Charge {
             meter
                 .limiter
                 .budgets
-                .settle(meter.limiter, r, charged)
+                .settle(&meter.limiter.counters(), r, charged)
                 .await;
         }
         if let Some(t) = self.tokens {
             let used = i64::try_from(served.usage.total()).unwrap_or(i64::MAX);
-            meter.limiter.tokens.settle(meter.limiter, t, used).await;
+            meter.limiter.tokens.settle(&meter.limiter.counters(), t, used).await;
         }
         written
     }

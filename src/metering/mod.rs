@@ -48,7 +48,7 @@
 //!   once (503) instead of waiting out the store's timeout.
 
 pub mod charge;
-pub mod key_budget;
+pub mod holds;
 pub mod leases;
 pub mod prompt_only;
 pub mod tool;
@@ -57,9 +57,7 @@ pub mod unsettled;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate_filters::budget::Period;
 use tollgate_filters::credits::{self, size_hold, HoldSize};
-use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::ModelSpec;
 use tollgate_filters::Usage;
 
@@ -146,44 +144,6 @@ pub enum Hold {
     Refused { balance: Option<i64> },
     /// The key's budget cannot pay the prompt and one output token (402): what is left of it.
     OverBudget { left: i64 },
-}
-
-/// What a request asks of the hold.
-pub struct HoldRequest<'a> {
-    pub request_id: &'a str,
-    pub account_id: &'a str,
-    pub key_id: &'a str,
-    /// The client's `max_tokens`, if any.
-    pub max_tokens: Option<u64>,
-    /// Completions asked for (`n`); each is held for `max_tokens`.
-    pub choices: u64,
-    /// The request and its body's size as received, for the prompt estimate.
-    pub body: &'a ChatRequest<'a>,
-    pub body_bytes: usize,
-    /// The key's budget (µcr per period), when it has one.
-    pub budget: Option<(i64, Period)>,
-}
-
-/// Places the hold for a keyed request, sized for its first candidate at that model's rates.
-pub async fn hold(
-    meter: &Meter<'_>,
-    req: &HoldRequest<'_>,
-    first: &ModelSpec,
-) -> Result<Hold, StoreError> {
-    let max_tokens = req
-        .max_tokens
-        .unwrap_or(first.max_output_tokens)
-        .min(first.max_output_tokens);
-    let prompt = credits::estimate_prompt_tokens(req.body, req.body_bytes);
-    let size = size_hold(
-        prompt,
-        max_tokens,
-        req.choices,
-        first.prompt_rate_bound(),
-        first.output_micros_per_1k,
-    );
-    let who = (req.request_id, req.account_id, req.key_id);
-    key_budget::place(meter, who, size, prompt, req.budget).await
 }
 
 /// Places a hold of `size` for `(request id, account, key)`: against this instance's lease

@@ -7,7 +7,7 @@ use tollgate_filters::route::ModelSpec;
 
 use tollgate_filters::budget::Period;
 
-use super::{key_budget, Hold, Meter};
+use super::{holds, Hold, Meter};
 use crate::ledger::StoreError;
 
 /// Places the hold for `prompt_tokens` of `model` for `(request id, account, key)`, within
@@ -20,5 +20,5 @@ pub async fn hold(
     budget: Option<(i64, Period)>,
 ) -> Result<Hold, StoreError> {
     let size = size_hold(prompt_tokens, 0, 1, model.input_micros_per_1k, 0);
-    key_budget::place(meter, who, size, prompt_tokens, budget).await
+    holds::place(meter, who, size, prompt_tokens, budget).await
 }

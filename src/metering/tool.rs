@@ -44,7 +44,7 @@ pub async fn hold(meter: &Meter<'_>, call: &ToolCall<'_>) -> Result<Hold, StoreE
         choices: 1,
     };
     let who = (call.request_id, call.account_id, call.key_id);
-    super::key_budget::place(meter, who, size, 0, call.budget).await
+    super::holds::place(meter, who, size, 0, call.budget).await
 }
 
 /// Settles the call: the price and the developer's share when it `succeeded`, else nothing.

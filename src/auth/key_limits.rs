@@ -1,16 +1,16 @@
 //! A keyed request against the limits of its key and of its account's plan beyond the hourly
 //! and daily windows (issue 29): requests per minute (the key's, in the same sliding logs as
-//! the plans), requests in flight ([`in_flight`](super::in_flight)) and tokens per minute
-//! ([`tokens`](super::tokens)). Each refusal is 429 with `Retry-After`, naming the limit. A
+//! the plans), requests in flight ([`in_flight`](crate::limits::in_flight)) and tokens per minute
+//! ([`tokens`](crate::limits::tokens)). Each refusal is 429 with `Retry-After`, naming the limit. A
 //! store that does not answer follows `redis_failure_mode` like the plan limits.
 
 use tollgate_filters::ratelimit::Window;
 use tollgate_filters::{ErrorKind, GatewayError};
 
-use super::budgets::Unavailable;
-use super::in_flight::Slot;
-use super::tokens::Counted;
-use super::Limiter;
+use crate::limits::in_flight::Slot;
+use crate::limits::store::Unavailable;
+use crate::limits::tokens::Counted;
+use crate::limits::Limiter;
 use crate::config::Plans;
 use crate::ledger::KeyAuth;
 use crate::metrics::Metrics;
@@ -56,7 +56,7 @@ pub async fn admit_request(
         limits.push((&acct_ident, n as i64, "the plan's"));
     }
     let pairs: Vec<(&str, i64)> = limits.iter().map(|(i, n, _)| (*i, *n)).collect();
-    match limiter.in_flight.take(limiter, &pairs, request_id).await {
+    match limiter.in_flight.take(&limiter.counters(), &pairs, request_id).await {
         Ok(Ok(slot)) => {
             count(metrics, "in_flight", true);
             Ok(Some(slot))
@@ -96,7 +96,7 @@ pub async fn admit_tokens(
     }
     let pairs: Vec<(&str, i64)> = limits.iter().map(|(i, n, _)| (*i, *n)).collect();
     let estimate = i64::try_from(estimate).unwrap_or(i64::MAX);
-    match limiter.tokens.admit(limiter, &pairs, estimate).await {
+    match limiter.tokens.admit(&limiter.counters(), &pairs, estimate).await {
         Ok(Ok(c)) => {
             count(metrics, "tpm", true);
             Ok(Some(c))
