@@ -7,12 +7,12 @@
 use tollgate_filters::ratelimit::Window;
 use tollgate_filters::{ErrorKind, GatewayError};
 
+use crate::config::Plans;
+use crate::ledger::KeyAuth;
 use crate::limits::in_flight::Slot;
 use crate::limits::store::Unavailable;
 use crate::limits::tokens::Counted;
 use crate::limits::Limiter;
-use crate::config::Plans;
-use crate::ledger::KeyAuth;
 use crate::metrics::Metrics;
 
 /// Counts the request against its key's requests per minute and takes its slots in flight
@@ -56,7 +56,11 @@ pub async fn admit_request(
         limits.push((&acct_ident, n as i64, "the plan's"));
     }
     let pairs: Vec<(&str, i64)> = limits.iter().map(|(i, n, _)| (*i, *n)).collect();
-    match limiter.in_flight.take(&limiter.counters(), &pairs, request_id).await {
+    match limiter
+        .in_flight
+        .take(&limiter.counters(), &pairs, request_id)
+        .await
+    {
         Ok(Ok(slot)) => {
             count(metrics, "in_flight", true);
             Ok(Some(slot))
@@ -96,7 +100,11 @@ pub async fn admit_tokens(
     }
     let pairs: Vec<(&str, i64)> = limits.iter().map(|(i, n, _)| (*i, *n)).collect();
     let estimate = i64::try_from(estimate).unwrap_or(i64::MAX);
-    match limiter.tokens.admit(&limiter.counters(), &pairs, estimate).await {
+    match limiter
+        .tokens
+        .admit(&limiter.counters(), &pairs, estimate)
+        .await
+    {
         Ok(Ok(c)) => {
             count(metrics, "tpm", true);
             Ok(Some(c))

@@ -323,9 +323,7 @@ async fn hold(
             ctx.metered = Some(charge);
             Ok(())
         }
-        Hold::OverBudget { left } => {
-            Err(metering::holds::over_budget(key.limits.budget, left))
-        }
+        Hold::OverBudget { left } => Err(metering::holds::over_budget(key.limits.budget, left)),
         Hold::Refused { balance } => {
             if let Some(b) = balance {
                 ctx.set_header("X-Credits-Remaining", format_credits(b));

@@ -120,10 +120,7 @@ async fn pipeline(
                 ctx.metered = Some(Charge::new(hold, budget).within(reserved));
             }
             Hold::OverBudget { left } => {
-                return Err(crate::metering::holds::over_budget(
-                    key.limits.budget,
-                    left,
-                ))
+                return Err(crate::metering::holds::over_budget(key.limits.budget, left))
             }
             Hold::Refused { balance } => {
                 if let Some(b) = balance {

@@ -287,9 +287,7 @@ impl Budgets {
         let (h, z) = keys(&prefix, &r.ident);
         let mut inv = self.settle.prepare_invoke();
         inv.key(&h).key(&z).arg(&r.request_id).arg(charged);
-        if let Err(Unavailable(e)) =
-            c.timed::<i64>(inv.invoke_async(&mut conn.clone())).await
-        {
+        if let Err(Unavailable(e)) = c.timed::<i64>(inv.invoke_async(&mut conn.clone())).await {
             // Its hold expires with the credit hold; the charge is in the ledger, which seeds
             // the hash again if Redis lost it.
             tracing::error!(request_id = %r.request_id, charged, "could not count a charge against the key's budget: {e}");
@@ -312,12 +310,12 @@ impl Budgets {
             let (h, _) = keys(&prefix, &ident);
             let got: Option<i64> = c
                 .timed(
-                redis::cmd("HGET")
-                    .arg(&h)
-                    .arg("spent")
-                    .query_async(&mut conn),
-            )
-            .await?;
+                    redis::cmd("HGET")
+                        .arg(&h)
+                        .arg("spent")
+                        .query_async(&mut conn),
+                )
+                .await?;
             if let Some(s) = got {
                 return Ok(s);
             }

@@ -42,10 +42,7 @@ impl Counters<'_> {
         match tokio::time::timeout(self.timeout, call).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(Unavailable(e.to_string())),
-            Err(_) => Err(Unavailable(format!(
-                "no answer within {:?}",
-                self.timeout
-            ))),
+            Err(_) => Err(Unavailable(format!("no answer within {:?}", self.timeout))),
         }
     }
 }

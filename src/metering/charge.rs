@@ -101,7 +101,13 @@ impl Charge {
     async fn grow_reserved(&mut self, meter: &Meter<'_>, to: i64) -> bool {
         match &mut self.reserved {
             None => true,
-            Some(r) => meter.limiter.budgets.resize(&meter.limiter.counters(), r, to).await,
+            Some(r) => {
+                meter
+                    .limiter
+                    .budgets
+                    .resize(&meter.limiter.counters(), r, to)
+                    .await
+            }
         }
     }
 
@@ -138,7 +144,11 @@ impl Charge {
         }
         if let Some(t) = self.tokens {
             let used = i64::try_from(served.usage.total()).unwrap_or(i64::MAX);
-            meter.limiter.tokens.settle(&meter.limiter.counters(), t, used).await;
+            meter
+                .limiter
+                .tokens
+                .settle(&meter.limiter.counters(), t, used)
+                .await;
         }
         written
     }

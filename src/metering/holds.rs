@@ -75,7 +75,10 @@ pub async fn place(
         expires_at: crate::clock::now_ms() + meter.hold_ttl.as_millis() as i64,
     };
     let budgets = &meter.limiter.budgets;
-    let mut reserved = match budgets.reserve(&meter.limiter.counters(), meter.ledger, &ask).await {
+    let mut reserved = match budgets
+        .reserve(&meter.limiter.counters(), meter.ledger, &ask)
+        .await
+    {
         Ok(Reservation::Granted(r)) => r,
         Ok(Reservation::Refused { left }) => return Ok(Hold::OverBudget { left }),
         Err(e) => return Err(StoreError(format!("key budget counters: {}", e.0))),
