@@ -29,6 +29,9 @@ pub enum ErrorKind {
     Conflict,
     /// A tool server failed the live check at registration (the reason in the message).
     ToolServerCheckFailed,
+    /// The request came through a host or from a page the endpoint does not serve (the MCP
+    /// endpoints' DNS-rebinding protection).
+    Forbidden,
 }
 
 /// `Retry-After` of a 503: the stores' acquire timeout is 2 s by default, and a store back
@@ -93,6 +96,7 @@ impl GatewayError {
             ErrorKind::ModelNotFound => (404, "model_not_found"),
             ErrorKind::NotFound => (404, "not_found"),
             ErrorKind::MethodNotAllowed => (405, "invalid_request"),
+            ErrorKind::Forbidden => (403, "permission_error"),
             ErrorKind::Conflict => (409, "conflict"),
             ErrorKind::ToolServerCheckFailed => (422, "tool_server_check_failed"),
             ErrorKind::RateLimited { .. } => (429, "rate_limit_exceeded"),

@@ -20,6 +20,11 @@ pub struct McpSection {
     pub max_result_bytes: usize,
     /// Seconds between refreshes of live tool servers' tool lists.
     pub refresh_secs: f64,
+    /// `Host` values the MCP endpoints answer besides the public URL's, the listen address and
+    /// loopback names on its port (DNS-rebinding protection); `"*"`: any.
+    pub allowed_hosts: Vec<String>,
+    /// `Origin` values they answer besides the public URL's; `"*"`: any.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for McpSection {
@@ -31,6 +36,8 @@ impl Default for McpSection {
             call_timeout: 25.0,
             max_result_bytes: 5 * 1024 * 1024,
             refresh_secs: 600.0,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -43,6 +50,8 @@ pub struct Mcp {
     pub call_timeout: Duration,
     pub max_result_bytes: usize,
     pub refresh: Duration,
+    pub allowed_hosts: Vec<String>,
+    pub allowed_origins: Vec<String>,
 }
 
 impl McpSection {
@@ -56,6 +65,20 @@ impl McpSection {
                 "must be at most 1000000",
             ));
         }
+        for (key, list) in [
+            ("mcp.allowed_hosts", &self.allowed_hosts),
+            ("mcp.allowed_origins", &self.allowed_origins),
+        ] {
+            if list
+                .iter()
+                .any(|v| v.trim().is_empty() || v.contains(char::is_whitespace))
+            {
+                errs.push(err(
+                    key,
+                    "must hold host names (or origins) without spaces, or \"*\"",
+                ));
+            }
+        }
         if self.max_result_bytes < 1024 {
             errs.push(err("mcp.max_result_bytes", "must be at least 1024"));
         }
@@ -66,6 +89,8 @@ impl McpSection {
             call_timeout: secs("mcp.call_timeout", self.call_timeout, errs),
             max_result_bytes: self.max_result_bytes,
             refresh: secs("mcp.refresh_secs", self.refresh_secs, errs),
+            allowed_hosts: self.allowed_hosts.clone(),
+            allowed_origins: self.allowed_origins.clone(),
         }
     }
 }

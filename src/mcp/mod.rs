@@ -4,7 +4,9 @@
 //! Tollgate key, and each successful call is charged its price with 80% (rounded up) credited
 //! to the developer (`metering::tool`). The gateway's side of a tool server (the MCP client,
 //! the live check, what one instance keeps between requests) is below, in `tool_servers`.
+//! The endpoints answer only through this gateway's own host and pages ([`origin`]).
 
 pub mod developer;
 pub mod endpoint;
 pub mod operator;
+pub mod origin;

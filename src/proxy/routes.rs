@@ -116,6 +116,9 @@ pub async fn dispatch(
         }
     };
     ctx.route = route.label;
+    if route.access == Key {
+        crate::mcp::origin::check(&shared.runtime.load().config, session)?;
+    }
     let caller = match route.access {
         Open => Caller::Guest,
         KeyOrGuest | Key => caller::authenticate(shared, session, false).await?,

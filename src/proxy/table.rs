@@ -31,7 +31,8 @@ pub enum Access {
     /// As [`Access::KeyOrGuest`], and a dashboard session cookie too (the model lists, which
     /// the dashboard shows).
     Anyone,
-    /// An API key only (the MCP endpoints).
+    /// An API key only, through this gateway's own host and from no other site's page (the
+    /// MCP endpoints: DNS-rebinding protection, `mcp::origin`, 403 before anything else).
     Key,
     /// An API key, or a dashboard session cookie.
     KeyOrSession,

@@ -81,10 +81,9 @@ async fn bad_json_rpc_gets_clear_errors() {
     )
     .await
     .error(404, "not_found");
-    let head = "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n".to_string();
-    let head = head.replace(
-        "Host: x\r\n",
-        &format!("Host: x\r\nAuthorization: {auth}\r\n"),
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: {auth}\r\nContent-Length: 99999999\r\n\r\n",
+        gw.addr
     );
     raw_request(gw.addr, head.as_bytes())
         .await

@@ -127,7 +127,7 @@ async fn a_crash_mid_call_loses_no_money_and_pays_nobody() {
         "params": {"name": format!("{wx}__echo"), "arguments": {"text": "x"}}}))
     .unwrap();
     let mut s = tokio::net::TcpStream::connect(doomed.addr).await.unwrap();
-    let head = format!("POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nContent-Length: {}\r\n\r\n", body.len());
+    let head = format!("POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {key}\r\nContent-Length: {}\r\n\r\n", doomed.addr, body.len());
     tokio::io::AsyncWriteExt::write_all(&mut s, head.as_bytes())
         .await
         .unwrap();

@@ -16,6 +16,7 @@ pub fn error_type(err: &GatewayError) -> (u16, &'static str) {
         ErrorKind::InsufficientCredits => (402, "billing_error"),
         ErrorKind::ModelNotFound => (404, "not_found_error"),
         ErrorKind::NotFound => (404, "not_found_error"),
+        ErrorKind::Forbidden => (403, "permission_error"),
         ErrorKind::Conflict => (409, "invalid_request_error"),
         ErrorKind::ToolServerCheckFailed => (422, "invalid_request_error"),
         ErrorKind::RateLimited { .. } => (429, "rate_limit_error"),

@@ -76,6 +76,7 @@ impl RpcError {
             }
             ErrorKind::MethodNotAllowed => METHOD_NOT_FOUND,
             ErrorKind::Authentication
+            | ErrorKind::Forbidden
             | ErrorKind::Conflict
             | ErrorKind::Internal
             | ErrorKind::ServiceUnavailable => INTERNAL_ERROR,
