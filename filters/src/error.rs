@@ -190,6 +190,7 @@ mod tests {
             ModelNotFound => 404 "model_not_found",
             NotFound => 404 "not_found",
             MethodNotAllowed => 405 "invalid_request",
+            Forbidden => 403 "permission_error",
             Conflict => 409 "conflict",
             ToolServerCheckFailed => 422 "tool_server_check_failed",
             RateLimited { retry_after: 3 } => 429 "rate_limit_exceeded",

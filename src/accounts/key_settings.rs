@@ -1,19 +1,21 @@
 //! A key's settings as the keys API reads and shows them (`POST /api/v1/keys`, `PATCH
-//! /api/v1/keys/{id}`, `GET /api/v1/keys`): expiry, allowlist, budget and limits. Every field
-//! is checked before anything is written, so a bad one changes nothing.
+//! /api/v1/keys/{id}`, `GET /api/v1/keys`): expiry, model and tool allowlists, budget and
+//! limits. Every field is checked before anything is written, so a bad one changes nothing.
 
 use serde_json::{json, Map, Value};
 use tollgate_filters::budget::Period;
 use tollgate_filters::credits::{from_credits, to_credits};
+use tollgate_filters::mcp::allowlist_entry;
 use tollgate_filters::GatewayError;
 
 use crate::ledger::{KeyChange, KeyRow};
 use crate::runtime::Shared;
 
 /// The settings a body may carry.
-pub const FIELDS: [&str; 8] = [
+pub const FIELDS: [&str; 9] = [
     "expires_at",
     "allowed_models",
+    "allowed_tools",
     "budget_credits",
     "budget_period",
     "requests_per_minute",
@@ -29,7 +31,7 @@ const MAX_BUDGET_CREDITS: f64 = 1e9;
 const MAX_LIMIT: i64 = 1_000_000_000;
 
 /// Reads the settings of `m` (any member not in [`FIELDS`] is refused).
-pub fn parse(
+pub async fn parse(
     shared: &Shared,
     m: &Map<String, Value>,
     now_ms: i64,
@@ -37,18 +39,23 @@ pub fn parse(
     if let Some(k) = m.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(GatewayError::invalid(format!(
             "{k}: not a setting of a key ({})",
-            FIELDS[..7].join(", ")
+            FIELDS[..FIELDS.len() - 1].join(", ")
         )));
     }
-    Ok(KeyChange {
+    let listed = |l: Option<Option<Vec<String>>>| l.map(|l| l.map(|l| json!(l).to_string()));
+    let mut change = KeyChange {
         expires_at: expiry(m, now_ms)?,
-        allowed_models: allowed_models(shared, m)?.map(|l| l.map(|l| json!(l).to_string())),
+        allowed_models: listed(allowed_models(shared, m)?),
+        allowed_tools: None,
         budget_micros: budget(m)?,
         budget_period: period(m)?,
         requests_per_minute: limit(m, "requests_per_minute")?,
         tokens_per_minute: limit(m, "tokens_per_minute")?,
         concurrent_requests: limit(m, "concurrent_requests")?,
-    })
+    };
+    // Last: the only check that reads the ledger.
+    change.allowed_tools = listed(allowed_tools(shared, m).await?);
+    Ok(change)
 }
 
 /// A key as the API shows it; `spent`: µcr spent this budget period (lifetime without a
@@ -59,6 +66,7 @@ pub fn show(k: &KeyRow, spent: Option<i64>, now_ms: i64) -> Value {
         "id": k.id, "name": k.name, "prefix": k.prefix, "created_at": k.created_at / 1000,
         "last_used_at": k.last_used_at.map(|t| t / 1000), "revoked": k.revoked,
         "expires_at": k.expires_at.map(|t| t / 1000), "allowed_models": k.allowed_models,
+        "allowed_tools": k.allowed_tools,
         "budget_credits": budget.map(|b| to_credits(b.0)),
         "budget_period": budget.map(|b| b.1.as_str()),
         "budget_resets_at": budget.and_then(|b| b.1.next(now_ms)).map(|t| t / 1000),
@@ -122,6 +130,43 @@ fn allowed_models(
             "allowed_models[{i}]: no model, alias or tier `{}`",
             names[i]
         )));
+    }
+    Ok(Some(Some(names)))
+}
+
+/// `allowed_tools`: absent, `null` (every tool), or a non-empty array of live tool servers'
+/// slugs (every tool of one) and `slug__tool` names (one tool, which the server must offer).
+async fn allowed_tools(
+    shared: &Shared,
+    m: &Map<String, Value>,
+) -> Result<Option<Option<Vec<String>>>, GatewayError> {
+    let list = match m.get("allowed_tools") {
+        None => return Ok(None),
+        Some(Value::Null) => return Ok(Some(None)),
+        Some(Value::Array(a)) if !a.is_empty() && a.len() <= 256 => a,
+        Some(_) => {
+            return Err(GatewayError::invalid(
+                "allowed_tools: must be a non-empty array of tool server slugs (`slug`) or tools (`slug__tool`), or null for every tool",
+            ))
+        }
+    };
+    let live = crate::tool_servers::live::services(shared).await?;
+    let mut names = Vec::with_capacity(list.len());
+    for (i, v) in list.iter().enumerate() {
+        let bad = |what: String| GatewayError::invalid(format!("allowed_tools[{i}]: {what}"));
+        let entry = v.as_str().unwrap_or_default();
+        let Some((slug, tool)) = allowlist_entry(entry) else {
+            return Err(bad(
+                "must be a tool server's slug or `slug__tool` for one of its tools".into(),
+            ));
+        };
+        let Some(service) = live.iter().find(|s| s.slug == slug) else {
+            return Err(bad(format!("no live tool server `{slug}`")));
+        };
+        if let Some(t) = tool.filter(|t| !service.has_tool(t)) {
+            return Err(bad(format!("tool server `{slug}` offers no tool `{t}`")));
+        }
+        names.push(entry.to_owned());
     }
     Ok(Some(Some(names)))
 }

@@ -94,7 +94,7 @@ pub async fn create_key(
         return Err(GatewayError::invalid("name: must be 1 to 100 characters"));
     }
     let now = crate::clock::now_ms();
-    let settings = key_settings::parse(shared, &m, now)?;
+    let settings = key_settings::parse(shared, &m, now).await?;
     let (secret, key) = new_key(name)?;
     ledger
         .insert_key_with(&account_id, &key, now, &settings)
@@ -109,6 +109,10 @@ pub async fn create_key(
         expires_at: settings.expires_at.flatten(),
         allowed_models: settings
             .allowed_models
+            .flatten()
+            .and_then(|t| serde_json::from_str(&t).ok()),
+        allowed_tools: settings
+            .allowed_tools
             .flatten()
             .and_then(|t| serde_json::from_str(&t).ok()),
         limits: KeyLimits {
@@ -152,7 +156,7 @@ pub async fn update_key(
         ));
     }
     let now = crate::clock::now_ms();
-    let change = key_settings::parse(shared, &m, now)?;
+    let change = key_settings::parse(shared, &m, now).await?;
     if change.is_empty() {
         return Err(GatewayError::invalid("body: no setting to change"));
     }

@@ -183,6 +183,7 @@ mod tests {
             requests_per_day: None,
             expires_at: None,
             allowed_models: None,
+            allowed_tools: None,
             limits: Default::default(),
         }
     }

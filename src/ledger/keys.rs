@@ -25,6 +25,8 @@ pub struct KeyRow {
     pub expires_at: Option<i64>,
     /// The models it may use (ids, aliases, tiers); `None`: all.
     pub allowed_models: Option<Vec<String>>,
+    /// The tool servers and tools it may use (`slug`, `slug__tool`); `None`: all.
+    pub allowed_tools: Option<Vec<String>>,
     pub limits: KeyLimits,
 }
 
@@ -45,6 +47,8 @@ pub struct KeyChange {
     pub expires_at: Option<Option<i64>>,
     /// A JSON array of model names.
     pub allowed_models: Option<Option<String>>,
+    /// A JSON array of `slug` and `slug__tool` entries.
+    pub allowed_tools: Option<Option<String>>,
     /// µcr per period.
     pub budget_micros: Option<Option<i64>>,
     /// `Some(None)`: a lifetime cap.
@@ -58,6 +62,7 @@ impl KeyChange {
     pub fn is_empty(&self) -> bool {
         self.expires_at.is_none()
             && self.allowed_models.is_none()
+            && self.allowed_tools.is_none()
             && self.budget_micros.is_none()
             && self.budget_period.is_none()
             && self.requests_per_minute.is_none()
@@ -67,7 +72,7 @@ impl KeyChange {
 }
 
 /// The columns of a key's settings, in the order [`limits_of`] reads them.
-const SETTINGS: &str = "expires_at, allowed_models, budget_micros, budget_period, requests_per_minute, tokens_per_minute, concurrent_requests";
+const SETTINGS: &str = "expires_at, allowed_models, allowed_tools, budget_micros, budget_period, requests_per_minute, tokens_per_minute, concurrent_requests";
 
 fn limits_of<R: Row>(r: &R) -> std::result::Result<KeyLimits, sqlx::Error>
 where
@@ -105,10 +110,12 @@ pub struct KeyAuth {
     pub expires_at: Option<i64>,
     /// The models it may use (ids, aliases, tiers); `None`: all.
     pub allowed_models: Option<std::sync::Arc<[String]>>,
+    /// The tool servers and tools it may use (`slug`, `slug__tool`); `None`: all.
+    pub allowed_tools: Option<std::sync::Arc<[String]>>,
     pub limits: KeyLimits,
 }
 
-/// `allowed_models` as stored: a JSON array of strings.
+/// `allowed_models` and `allowed_tools` as stored: a JSON array of strings.
 fn models_of(text: Option<String>) -> Option<Vec<String>> {
     text.and_then(|t| serde_json::from_str(&t).ok())
 }
@@ -128,9 +135,10 @@ impl Ledger {
         with: &KeyChange,
     ) -> Result<()> {
         on_pool!(self, p => {
-            sqlx::query(&format!("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"))
+            sqlx::query(&format!("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"))
                 .bind(&k.id).bind(account_id).bind(&k.name).bind(&k.prefix).bind(&k.hash).bind(now)
                 .bind(with.expires_at.flatten()).bind(with.allowed_models.clone().flatten())
+                .bind(with.allowed_tools.clone().flatten())
                 .bind(with.budget_micros.flatten()).bind(with.budget_period.flatten().map(Period::as_str))
                 .bind(with.requests_per_minute.flatten()).bind(with.tokens_per_minute.flatten())
                 .bind(with.concurrent_requests.flatten())
@@ -147,11 +155,15 @@ impl Ledger {
         key_id: &str,
         change: &KeyChange,
     ) -> Result<Option<String>> {
-        let sets: [(&str, Option<Value>); 7] = [
+        let sets: [(&str, Option<Value>); 8] = [
             ("expires_at", change.expires_at.map(Value::Int)),
             (
                 "allowed_models",
                 change.allowed_models.clone().map(Value::Text),
+            ),
+            (
+                "allowed_tools",
+                change.allowed_tools.clone().map(Value::Text),
             ),
             ("budget_micros", change.budget_micros.map(Value::Int)),
             (
@@ -213,6 +225,7 @@ impl Ledger {
                 revoked: r.try_get::<Option<i64>, _>("revoked_at")?.is_some(),
                 expires_at: r.try_get("expires_at")?,
                 allowed_models: models_of(r.try_get("allowed_models")?),
+                allowed_tools: models_of(r.try_get("allowed_tools")?),
                 limits: limits_of(r)?,
             })).collect()
         })
@@ -250,7 +263,7 @@ impl Ledger {
     pub async fn key_auth(&self, hash: &str) -> Result<Option<KeyAuth>> {
         on_pool!(self, p => {
             let row = sqlx::query(
-                "SELECT k.id, k.account_id, k.expires_at, k.allowed_models, k.budget_micros, k.budget_period, k.requests_per_minute, k.tokens_per_minute, k.concurrent_requests, \
+                "SELECT k.id, k.account_id, k.expires_at, k.allowed_models, k.allowed_tools, k.budget_micros, k.budget_period, k.requests_per_minute, k.tokens_per_minute, k.concurrent_requests, \
                  a.plan, a.requests_per_hour, a.requests_per_day FROM api_keys k JOIN accounts a ON a.user_id = k.account_id WHERE k.hash = $1 AND k.revoked_at IS NULL",
             )
             .bind(hash).fetch_optional(p).await?;
@@ -263,6 +276,7 @@ impl Ledger {
                     requests_per_day: r.try_get("requests_per_day")?,
                     expires_at: r.try_get("expires_at")?,
                     allowed_models: models_of(r.try_get("allowed_models")?).map(Into::into),
+                    allowed_tools: models_of(r.try_get("allowed_tools")?).map(Into::into),
                     limits: limits_of(&r)?,
                 })),
                 None => Ok(None),
@@ -316,6 +330,7 @@ impl Ledger {
                 revoked: false,
                 expires_at: row.try_get("expires_at")?,
                 allowed_models: models_of(row.try_get("allowed_models")?),
+                allowed_tools: models_of(row.try_get("allowed_tools")?),
                 limits: limits_of(&row)?,
             };
             Ok(Some((old.try_get("hash")?, old.try_get("expires_at")?, key)))

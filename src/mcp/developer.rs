@@ -3,6 +3,8 @@
 //! reads what their servers earned. The operator registers first-party servers through
 //! [`register`] too (no price cap); the operator's other moves are in [`super::operator`].
 
+use std::collections::BTreeMap;
+
 use pingora::proxy::Session;
 use serde_json::{json, Map, Value};
 use tollgate_filters::credits::to_credits;
@@ -10,7 +12,7 @@ use tollgate_filters::mcp::{valid_slug, ServiceState};
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use crate::auth::caller::Caller;
-use crate::ledger::mcp::Service;
+use crate::ledger::mcp::{Service, ServiceChange};
 use crate::request::body;
 use crate::request::ctx::RequestCtx;
 use crate::request::respond;
@@ -21,26 +23,23 @@ const MAX_BODY: usize = 16 * 1024;
 
 /// The service as its owner and the operator see it.
 pub fn service_json(s: &Service) -> Value {
-    let tools: Vec<&str> = s
-        .tools
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let tools: Vec<&str> = s.tool_names().collect();
     json!({"id": s.id, "slug": s.slug, "name": s.name, "description": s.description,
-        "upstream_url": s.upstream_url, "default_credits": s.default_credits, "status": s.status.as_str(),
+        "upstream_url": s.upstream_url, "default_credits": s.default_credits,
+        "tool_prices": s.tool_prices, "status": s.status.as_str(),
         "first_party": s.first_party, "owner_id": s.owner_id, "tools": tools,
         "created_at": s.created_at / 1000, "updated_at": s.updated_at / 1000})
 }
 
 fn price(m: &Map<String, Value>, cap: Option<u64>) -> Result<i64, GatewayError> {
-    let bad = |what: String| GatewayError::invalid(format!("default_credits: {what}"));
-    let Some(p) = m
-        .get("default_credits")
-        .and_then(Value::as_u64)
-        .filter(|p| *p <= 1_000_000)
-    else {
+    credits("default_credits", m.get("default_credits"), cap)
+}
+
+/// A price in whole credits (`field` names it in the error): 0 or more, at most `cap` for a
+/// third-party server.
+fn credits(field: &str, v: Option<&Value>, cap: Option<u64>) -> Result<i64, GatewayError> {
+    let bad = |what: String| GatewayError::invalid(format!("{field}: {what}"));
+    let Some(p) = v.and_then(Value::as_u64).filter(|p| *p <= 1_000_000) else {
         return Err(bad("must be a whole number of credits, 0 or more".into()));
     };
     if let Some(cap) = cap.filter(|c| p > *c) {
@@ -49,6 +48,50 @@ fn price(m: &Map<String, Value>, cap: Option<u64>) -> Result<i64, GatewayError> 
         )));
     }
     Ok(p as i64)
+}
+
+/// `tool_prices`: absent (`None`), `null` (`Some` of none: every tool at the service's price),
+/// or an object of tool name to whole credits. The names are checked by [`known_tools`] once
+/// the tool list is known.
+fn tool_prices(
+    m: &Map<String, Value>,
+    cap: Option<u64>,
+) -> Result<Option<BTreeMap<String, i64>>, GatewayError> {
+    let o = match m.get("tool_prices") {
+        None => return Ok(None),
+        Some(Value::Null) => return Ok(Some(BTreeMap::new())),
+        Some(Value::Object(o)) if o.len() <= 1024 => o,
+        Some(_) => {
+            return Err(GatewayError::invalid(
+                "tool_prices: must be an object of tool name to whole credits per call (at most 1024), or null",
+            ))
+        }
+    };
+    let mut out = BTreeMap::new();
+    for (tool, v) in o {
+        out.insert(
+            tool.clone(),
+            credits(&format!("tool_prices.{tool}"), Some(v), cap)?,
+        );
+    }
+    Ok(Some(out))
+}
+
+/// Every tool priced is one of the server's `tools` (a checked tools/list array).
+fn known_tools(prices: &BTreeMap<String, i64>, tools: &Value) -> Result<(), GatewayError> {
+    let names: Vec<&str> = tools
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    match prices.keys().find(|t| !names.contains(&t.as_str())) {
+        Some(t) => Err(GatewayError::invalid(format!(
+            "tool_prices.{t}: the tool server offers no tool `{t}` (it offers {})",
+            names.join(", ")
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn url(m: &Map<String, Value>) -> Result<String, GatewayError> {
@@ -86,6 +129,7 @@ pub async fn register(
     }
     let cap = (!first_party).then_some(rt.config.mcp.max_third_party_credits);
     let price = price(&m, cap)?;
+    let prices = tool_prices(&m, cap)?.unwrap_or_default();
     let upstream_url = url(&m)?;
     let name = body::opt_string(&m, "name")?.map(str::to_owned);
     let description = body::opt_string(&m, "description")?.map(str::to_owned);
@@ -107,6 +151,7 @@ pub async fn register(
         ));
     }
     let tools = live_check(shared, &upstream_url).await?;
+    known_tools(&prices, &tools)?;
     let now = crate::clock::now_ms();
     let service = Service {
         id: format!("svc_{}", crate::accounts::random_id(16)?),
@@ -119,6 +164,7 @@ pub async fn register(
         status: ServiceState::Pending,
         first_party,
         tools,
+        tool_prices: prices,
         created_at: now,
         updated_at: now,
     };
@@ -151,8 +197,9 @@ pub async fn list_own(
     Ok(())
 }
 
-/// `PATCH /api/v1/mcp/services/{slug}`: the owner changes the price and/or the URL (a new URL
-/// is checked live again and sends the service back to `pending`).
+/// `PATCH /api/v1/mcp/services/{slug}`: the owner changes the price, the per-tool prices
+/// (replaced whole) and/or the URL (a new URL is checked live again and sends the service back
+/// to `pending`).
 pub async fn update(
     shared: &Shared,
     session: &mut Session,
@@ -171,30 +218,36 @@ pub async fn update(
         .await?
         .filter(|s| s.owner_id == owner)
         .ok_or_else(not_found)?;
+    let cap = (!current.first_party).then_some(rt.config.mcp.max_third_party_credits);
     let price = match m.get("default_credits") {
         None | Some(Value::Null) => None,
-        Some(_) => {
-            let cap = (!current.first_party).then_some(rt.config.mcp.max_third_party_credits);
-            Some(self::price(&m, cap)?)
-        }
+        Some(_) => Some(self::price(&m, cap)?),
     };
+    let prices = tool_prices(&m, cap)?;
     let new_url = match m.get("upstream_url") {
         None | Some(Value::Null) => None,
         Some(_) => Some(url(&m)?),
     };
-    if price.is_none() && new_url.is_none() {
+    if price.is_none() && new_url.is_none() && prices.is_none() {
         return Err(GatewayError::invalid(
-            "body: give default_credits and/or upstream_url",
+            "body: give default_credits, tool_prices and/or upstream_url",
         ));
     }
     let checked = match &new_url {
         Some(u) => Some((u.as_str(), live_check(shared, u).await?)),
         None => None,
     };
-    let url_tools = checked.as_ref().map(|(u, t)| (*u, t));
+    if let Some(p) = &prices {
+        known_tools(p, checked.as_ref().map_or(&current.tools, |(_, t)| t))?;
+    }
+    let change = ServiceChange {
+        price,
+        url: checked.as_ref().map(|(u, t)| (*u, t)),
+        tool_prices: prices.as_ref(),
+    };
     let now = crate::clock::now_ms();
     let s = ledger
-        .update_service(slug, &owner, price, url_tools, now)
+        .update_service(slug, &owner, change, now)
         .await?
         .ok_or_else(not_found)?;
     shared.mcp.invalidate();
@@ -215,10 +268,22 @@ pub async fn earnings(
     // Leased tool calls of this instance are written first, so the figures are exact here.
     drop(shared.leases.flush_all(ledger).await);
     let e = ledger.earnings(dev).await?;
-    let services: Vec<Value> = e
-        .services
-        .iter()
-        .map(|(slug, calls, earned)| json!({"slug": slug, "calls": calls, "credits_earned": to_credits(*earned)}))
+    // Per service, each with its tools (the rows come ordered by service, then tool).
+    let mut by_service: Vec<(&str, i64, i64, Vec<Value>)> = Vec::new();
+    for (slug, tool, calls, earned) in &e.tools {
+        let t = json!({"tool": tool, "calls": calls, "credits_earned": to_credits(*earned)});
+        match by_service.last_mut().filter(|s| s.0 == slug) {
+            Some(s) => {
+                s.1 += calls;
+                s.2 += earned;
+                s.3.push(t);
+            }
+            None => by_service.push((slug, *calls, *earned, vec![t])),
+        }
+    }
+    let services: Vec<Value> = by_service
+        .into_iter()
+        .map(|(slug, calls, earned, tools)| json!({"slug": slug, "calls": calls, "credits_earned": to_credits(earned), "tools": tools}))
         .collect();
     let recent: Vec<Value> = e
         .recent

@@ -5,7 +5,6 @@
 //! Replies are single JSON objects (`application/json`), which the transport allows for every
 //! request; notifications and responses get 202.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use pingora::proxy::Session;
@@ -15,8 +14,8 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tollgate_filters::json::raw::{self, Kind};
 use tollgate_filters::mcp::{
-    call_succeeded, joined_name, negotiate, parse_message, result_json, tool_call_params, Incoming,
-    RpcError, ServiceState, INTERNAL_ERROR, METHOD_NOT_FOUND,
+    call_succeeded, joined_name, negotiate, parse_message, result_json, service_allowed,
+    tool_allowed, tool_call_params, Incoming, RpcError, INTERNAL_ERROR, METHOD_NOT_FOUND,
 };
 use tollgate_filters::{ErrorKind, GatewayError};
 
@@ -28,6 +27,10 @@ use crate::request::ctx::RequestCtx;
 use crate::request::{body, respond};
 use crate::runtime::Shared;
 use crate::tool_servers::client::{Reply, Upstream};
+use crate::tool_servers::live;
+
+/// The member of a listed tool's `_meta` that says what one call costs, in whole credits.
+pub const PRICE_META: &str = "tollgate/price_credits";
 
 /// `POST /mcp` (`slug` None) and `POST /mcp/{slug}`.
 pub async fn handle(
@@ -62,10 +65,16 @@ pub async fn handle(
             return Ok(());
         }
     };
-    let services = live(shared).await?;
+    let services = live::services(shared).await?;
+    // A key limited to some tools sees only the services it may use something of: another does
+    // not exist for it.
+    let allowed = key.allowed_tools.as_deref();
+    let services = services
+        .iter()
+        .filter(|x| service_allowed(allowed, &x.slug));
     let scope: Vec<&Service> = match slug {
         Some(s) => {
-            let found: Vec<&Service> = services.iter().filter(|x| x.slug == s).collect();
+            let found: Vec<&Service> = services.filter(|x| x.slug == s).collect();
             if found.is_empty() {
                 return Err(GatewayError::new(
                     ErrorKind::NotFound,
@@ -74,7 +83,7 @@ pub async fn handle(
             }
             found
         }
-        None => services.iter().collect(),
+        None => services.collect(),
     };
     let answer = match method.as_ref() {
         "initialize" => Ok(raw_json(&json!({
@@ -83,7 +92,9 @@ pub async fn handle(
             "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
         }))),
         "ping" => Ok(raw_json(&json!({}))),
-        "tools/list" => Ok(raw_json(&json!({"tools": list(&scope, slug.is_some())}))),
+        "tools/list" => Ok(raw_json(
+            &json!({"tools": list(&scope, slug.is_some(), allowed)}),
+        )),
         "tools/call" => {
             let call = Call {
                 shared,
@@ -91,6 +102,7 @@ pub async fn handle(
                 params,
                 account: &key.account_id,
                 key: &key.key_id,
+                allowed,
                 budget: key.limits.budget,
             };
             call.run(session, ctx, caller, &scope, slug.is_some()).await
@@ -132,30 +144,28 @@ fn null() -> Box<RawValue> {
     RawValue::from_string("null".to_owned()).unwrap_or_default()
 }
 
-/// The live services, from this instance's short cache or the ledger.
-async fn live(shared: &Shared) -> Result<Arc<Vec<Service>>, GatewayError> {
-    if let Some(l) = shared.mcp.live() {
-        return Ok(l);
-    }
-    let l = Arc::new(
-        shared
-            .ledger()?
-            .services(None, Some(ServiceState::Live))
-            .await?,
-    );
-    shared.mcp.set_live(l.clone());
-    Ok(l)
-}
-
-/// The tools offered: each service's cached list, named `{slug}__{tool}` on `/mcp`.
-fn list(scope: &[&Service], own_names: bool) -> Vec<Value> {
+/// The tools offered: each service's cached list, but the tools the key may not use, named
+/// `{slug}__{tool}` on `/mcp`, each with its price in its `_meta`.
+fn list(scope: &[&Service], own_names: bool, allowed: Option<&[String]>) -> Vec<Value> {
     let mut out = Vec::new();
     for s in scope {
         for t in s.tools.as_array().into_iter().flatten() {
+            let name = t["name"].as_str().unwrap_or_default();
+            if !tool_allowed(allowed, &s.slug, name) {
+                continue;
+            }
             let mut t = t.clone();
+            let Some(o) = t.as_object_mut() else { continue };
+            let price = s.price_of(name);
             if !own_names {
-                let name = t["name"].as_str().unwrap_or_default().to_owned();
-                t["name"] = joined_name(&s.slug, &name).into();
+                o.insert("name".into(), joined_name(&s.slug, name).into());
+            }
+            let meta = o.entry("_meta").or_insert_with(|| json!({}));
+            if !meta.is_object() {
+                *meta = json!({});
+            }
+            if let Some(m) = meta.as_object_mut() {
+                m.insert(PRICE_META.into(), price.into());
             }
             out.push(t);
         }
@@ -208,6 +218,8 @@ struct Call<'a> {
     params: Option<&'a RawValue>,
     account: &'a str,
     key: &'a str,
+    /// The key's tool allowlist (`None`: every tool); a tool outside it is unknown to the call.
+    allowed: Option<&'a [String]>,
     budget: Option<(i64, tollgate_filters::budget::Period)>,
 }
 
@@ -237,13 +249,8 @@ impl Call<'_> {
             tollgate_filters::mcp::split_name(name)
                 .and_then(|(slug, tool)| scope.iter().find(|s| s.slug == slug).map(|s| (*s, tool)))
         };
-        let known = |s: &Service, tool: &str| {
-            s.tools
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|t| t["name"] == tool)
-        };
+        let known =
+            |s: &Service, tool: &str| s.has_tool(tool) && tool_allowed(self.allowed, &s.slug, tool);
         let Some((service, tool)) = found.filter(|(s, t)| known(s, t)) else {
             return Err(err(GatewayError::invalid(format!(
                 "params.name: unknown tool `{name}`"
@@ -269,7 +276,7 @@ impl Call<'_> {
             slug: &service.slug,
             tool,
             developer_id: &service.owner_id,
-            price: service.default_credits.max(0) as u64,
+            price: service.price_of(tool).max(0) as u64,
             share_percent: rt.config.mcp.developer_share_percent,
         };
         let meter = self.shared.meter().map_err(err)?;
@@ -280,10 +287,7 @@ impl Call<'_> {
             Hold::Placed { hold, reserved, .. } => (hold, reserved),
             Hold::OverBudget { left } => {
                 self.outcome(&service.slug, "refused");
-                return Err(err(crate::metering::holds::over_budget(
-                    self.budget,
-                    left,
-                )));
+                return Err(err(crate::metering::holds::over_budget(self.budget, left)));
             }
             Hold::Refused { .. } => {
                 self.outcome(&service.slug, "refused");

@@ -2,8 +2,10 @@
 //! [`client`] speaks Streamable HTTP to one server (SSRF-checked address, the gateway's own
 //! session with it), [`check`] is the live check every registration and approval runs, and
 //! [`cache`] is what one instance keeps between requests (live services, upstream sessions,
-//! resolved addresses), none of it needed by another.
+//! resolved addresses), none of it needed by another; [`live`] reads the live services through
+//! it.
 
 pub mod cache;
 pub mod check;
 pub mod client;
+pub mod live;

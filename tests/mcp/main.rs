@@ -2,8 +2,9 @@
 //! and refused clearly, the SSRF guard, the states and who may move them), `calls` (`/mcp` and
 //! `/mcp/{slug}` for agents, sessions re-initialised upstream, any instance serving any agent),
 //! `charging` (exact charges, the developer's share, the plan's rate limit), `failures` (every
-//! failed call free, a crash mid-call too), `bad_input` (clear errors, nothing changed);
-//! `common` starts the gateway and speaks its API. SQLite, and Postgres + Redis when set.
+//! failed call free, a crash mid-call too), `bad_input` (clear errors, nothing changed),
+//! `tool_filter` (a key limited to some services or tools), `tool_prices` (a price per tool,
+//! earnings per tool); `common` starts the gateway and speaks its API. SQLite, and Postgres + Redis when set.
 
 mod bad_input;
 mod calls;
@@ -11,3 +12,5 @@ mod charging;
 mod common;
 mod failures;
 mod registration;
+mod tool_filter;
+mod tool_prices;

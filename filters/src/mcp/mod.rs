@@ -1,7 +1,8 @@
 //! The MCP tool marketplace's pure parts (DESIGN.md, Rules: MCP): JSON-RPC 2.0 messages as the
 //! agent endpoint reads and writes them, protocol version negotiation, slugs and the
-//! `{slug}__{tool}` names of `/mcp`, tool definitions and call results as the live check and
-//! billing judge them, the developer's share, and which addresses an upstream may not have.
+//! `{slug}__{tool}` names of `/mcp`, a key's tool allowlist, tool definitions and call results
+//! as the live check and billing judge them, the developer's share, and which addresses an
+//! upstream may not have.
 
 use std::net::IpAddr;
 
@@ -55,6 +56,33 @@ pub fn joined_name(slug: &str, tool: &str) -> String {
 pub fn split_name(name: &str) -> Option<(&str, &str)> {
     let (slug, tool) = name.split_once("__")?;
     (valid_slug(slug) && !tool.is_empty()).then_some((slug, tool))
+}
+
+/// An entry of a key's tool allowlist: a whole service (`slug`, tool `None`) or one of its
+/// tools (`slug__tool`). `None` when it is neither.
+pub fn allowlist_entry(entry: &str) -> Option<(&str, Option<&str>)> {
+    match split_name(entry) {
+        Some((slug, tool)) => Some((slug, Some(tool))),
+        None => valid_slug(entry).then_some((entry, None)),
+    }
+}
+
+/// Whether a key's tool allowlist (`None`: every tool) lets it use `tool` of service `slug`.
+pub fn tool_allowed(allowed: Option<&[String]>, slug: &str, tool: &str) -> bool {
+    allowed.is_none_or(|list| {
+        list.iter().any(|e| match allowlist_entry(e) {
+            Some((s, t)) => s == slug && t.is_none_or(|t| t == tool),
+            None => false,
+        })
+    })
+}
+
+/// Whether a key's tool allowlist lets it use any tool of service `slug`.
+pub fn service_allowed(allowed: Option<&[String]>, slug: &str) -> bool {
+    allowed.is_none_or(|list| {
+        list.iter()
+            .any(|e| allowlist_entry(e).is_some_and(|(s, _)| s == slug))
+    })
 }
 
 /// The tools of a `tools/list` result, each checked: a name of 1–128 characters from
@@ -164,6 +192,24 @@ mod tests {
         assert_eq!(negotiate(Some("2025-03-26")), "2025-03-26");
         assert_eq!(negotiate(Some("1999-01-01")), "2025-11-25");
         assert_eq!(negotiate(None), "2025-11-25");
+    }
+
+    #[test]
+    fn a_tool_allowlist_names_services_and_tools() {
+        assert_eq!(allowlist_entry("wx"), Some(("wx", None)));
+        assert_eq!(allowlist_entry("wx__get_f"), Some(("wx", Some("get_f"))));
+        assert_eq!(allowlist_entry("Wx"), None);
+        assert_eq!(allowlist_entry("wx__"), None);
+        let list = ["wx".to_owned(), "calc__add".to_owned()];
+        let some = Some(&list[..]);
+        assert!(tool_allowed(None, "any", "thing"));
+        assert!(tool_allowed(some, "wx", "echo"));
+        assert!(tool_allowed(some, "calc", "add"));
+        assert!(!tool_allowed(some, "calc", "echo"));
+        assert!(!tool_allowed(some, "calcx", "add"));
+        assert!(service_allowed(some, "calc") && service_allowed(some, "wx"));
+        assert!(!service_allowed(some, "other"));
+        assert!(service_allowed(None, "other"));
     }
 
     #[test]
