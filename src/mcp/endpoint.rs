@@ -3,7 +3,9 @@
 //! passes its other methods through, unbilled. Stateless: no session id is issued, so any
 //! instance answers any request (nothing is pinned to the replica that saw `initialize`).
 //! Replies are single JSON objects (`application/json`), which the transport allows for every
-//! request; notifications and responses get 202.
+//! request; notifications and responses get 202. Both protocol eras: 2025 clients open with
+//! `initialize`; 2026-07-28 clients are stateless and answered in their era's shape
+//! ([`stateless`](super::stateless)).
 
 use std::time::Instant;
 
@@ -14,11 +16,12 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tollgate_filters::json::raw::{self, Kind};
 use tollgate_filters::mcp::{
-    call_succeeded, joined_name, negotiate, parse_message, result_json, service_allowed,
+    call_succeeded, era, joined_name, negotiate, parse_message, result_json, service_allowed,
     tool_allowed, tool_call_params, Incoming, RpcError, INTERNAL_ERROR, METHOD_NOT_FOUND,
 };
 use tollgate_filters::{ErrorKind, GatewayError};
 
+use super::stateless;
 use crate::auth::caller::{self, Caller};
 use crate::ledger::mcp::Service;
 use crate::metering::tool::{self, ToolCall};
@@ -65,6 +68,17 @@ pub async fn handle(
             return Ok(());
         }
     };
+    // A 2026-07-28 request is checked first; its answer takes that era's shape.
+    let headers = stateless::headers(session);
+    let is_2026 = era::is_stateless(&method, params, &headers);
+    if is_2026 {
+        if let Err(mut e) = era::check(&method, params, &headers) {
+            e.id = id;
+            let status = era::http_status(e.code);
+            respond::send(session, ctx, status, "application/json", e.to_json(), &[]).await;
+            return Ok(());
+        }
+    }
     let services = live::services(shared).await?;
     // A key limited to some tools sees only the services it may use something of: another does
     // not exist for it.
@@ -85,7 +99,9 @@ pub async fn handle(
         }
         None => services.collect(),
     };
+    let ttl_ms = rt.config.mcp.refresh.as_millis() as u64;
     let answer = match method.as_ref() {
+        "server/discover" => stateless::discover(ttl_ms),
         "initialize" => Ok(raw_json(&json!({
             "protocolVersion": negotiate(protocol_version(params).as_deref()),
             "capabilities": {"tools": {"listChanged": false}},
@@ -117,6 +133,10 @@ pub async fn handle(
             )),
         },
     };
+    let (status, answer) = match is_2026 {
+        true => stateless::shape(&method, answer, ttl_ms),
+        false => (200, answer),
+    };
     let bytes = match answer {
         Ok(result) => result_json(&id, &result),
         Err(mut e) => {
@@ -124,7 +144,7 @@ pub async fn handle(
             e.to_json()
         }
     };
-    respond::send(session, ctx, 200, "application/json", bytes, &[]).await;
+    respond::send(session, ctx, status, "application/json", bytes, &[]).await;
     Ok(())
 }
 

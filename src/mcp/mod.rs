@@ -4,9 +4,11 @@
 //! Tollgate key, and each successful call is charged its price with 80% (rounded up) credited
 //! to the developer (`metering::tool`). The gateway's side of a tool server (the MCP client,
 //! the live check, what one instance keeps between requests) is below, in `tool_servers`.
-//! The endpoints answer only through this gateway's own host and pages ([`origin`]).
+//! The endpoints answer only through this gateway's own host and pages ([`origin`]), to
+//! clients of both protocol eras ([`stateless`]: the 2026-07-28 one).
 
 pub mod developer;
 pub mod endpoint;
 pub mod operator;
 pub mod origin;
+pub mod stateless;

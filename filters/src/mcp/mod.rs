@@ -1,5 +1,5 @@
 //! The MCP tool marketplace's pure parts (DESIGN.md, Rules: MCP): JSON-RPC 2.0 messages as the
-//! agent endpoint reads and writes them, protocol version negotiation, slugs and the
+//! agent endpoint reads and writes them, protocol version negotiation (both eras: [`era`]), slugs and the
 //! `{slug}__{tool}` names of `/mcp`, a key's tool allowlist, tool definitions and call results
 //! as the live check and billing judge them, the developer's share, and which addresses an
 //! upstream may not have.
@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::json::raw;
 
+pub mod era;
 mod message;
 mod state;
 #[cfg(test)]
