@@ -104,6 +104,9 @@ struct Local {
 
 pub struct Budgets {
     local: Mutex<HashMap<String, Local>>,
+    /// One seeding from the ledger at a time: a burst of a key's first requests (500 streams
+    /// at once) reads its spend once, not once each (which ran the ledger out of connections).
+    seeding: tokio::sync::Mutex<()>,
     reserve: redis::Script,
     resize: redis::Script,
     settle: redis::Script,
@@ -113,6 +116,7 @@ impl Default for Budgets {
     fn default() -> Self {
         Budgets {
             local: Mutex::default(),
+            seeding: tokio::sync::Mutex::new(()),
             reserve: redis::Script::new(RESERVE),
             resize: redis::Script::new(RESIZE),
             settle: redis::Script::new(SETTLE),
@@ -153,14 +157,11 @@ impl Budgets {
             })
         };
         let Some((conn, prefix)) = c.redis()? else {
-            let seed = self.local_seed(ledger, &ident, ask.key_id, start).await?;
+            self.seed_local(ledger, &ident, ask.key_id, start).await?;
             let Ok(mut map) = self.local.lock() else {
                 return Err(Unavailable("budget counters poisoned".into()));
             };
-            let l = map.entry(ident.clone()).or_insert_with(|| Local {
-                spent: seed.unwrap_or(0),
-                ..Local::default()
-            });
+            let l = map.entry(ident.clone()).or_default();
             let left = ask.cap - l.spent - l.held;
             if left < ask.minimum {
                 return Ok(Reservation::Refused { left });
@@ -176,7 +177,8 @@ impl Budgets {
             .next(now)
             .map_or(KEEP_MS, |n| n - now + 86_400_000);
         let mut seed = -1i64;
-        for _ in 0..2 {
+        let mut seeding = None;
+        for _ in 0..3 {
             let mut inv = self.reserve.prepare_invoke();
             inv.key(&h)
                 .key(&z)
@@ -190,6 +192,8 @@ impl Budgets {
                 .arg(seed);
             let reply: Vec<i64> = c.timed(inv.invoke_async(&mut conn.clone())).await?;
             match reply.as_slice() {
+                // Not seeded: by whoever seeds first (then asked again), else by this request.
+                [-2, ..] if seeding.is_none() => seeding = Some(self.seeding.lock().await),
                 [-2, ..] => {
                     seed = ledger
                         .key_spent(ask.key_id, start)
@@ -204,27 +208,39 @@ impl Budgets {
         Err(Unavailable("the budget hash could not be seeded".into()))
     }
 
-    /// The spend of a period the in-process store has not seen yet, from the ledger.
-    async fn local_seed(
+    /// Seeds the in-process store's period from the ledger when it has not seen it yet, one
+    /// seeding at a time.
+    async fn seed_local(
         &self,
         ledger: &Ledger,
         ident: &str,
         key_id: &str,
         start: i64,
-    ) -> Result<Option<i64>, Unavailable> {
-        let known = self
-            .local
-            .lock()
-            .map(|m| m.contains_key(ident))
-            .unwrap_or(false);
-        if known {
-            return Ok(None);
+    ) -> Result<(), Unavailable> {
+        let known = || {
+            self.local
+                .lock()
+                .map(|m| m.contains_key(ident))
+                .unwrap_or(false)
+        };
+        if known() {
+            return Ok(());
+        }
+        let _one = self.seeding.lock().await;
+        if known() {
+            return Ok(());
         }
         let spent = ledger
             .key_spent(key_id, start)
             .await
             .map_err(|e| Unavailable(e.to_string()))?;
-        Ok(Some(spent))
+        if let Ok(mut map) = self.local.lock() {
+            map.entry(ident.to_owned()).or_insert(Local {
+                spent,
+                ..Local::default()
+            });
+        }
+        Ok(())
     }
 
     /// Sets a reservation to `amount` (a hold topped up or placed smaller); growing it only
