@@ -8,7 +8,8 @@ use tollgate_filters::{ErrorKind, GatewayError};
 use super::client::Upstream;
 use crate::runtime::Shared;
 
-/// The live check: `initialize`, `notifications/initialized`, `tools/list`; the tools, or 422
+/// The live check: the server's era found out (`server/discover`, else `initialize` and
+/// `notifications/initialized`), then `tools/list`; the tools, or 422
 /// `tool_server_check_failed` with the reason in words. An address the SSRF guard refuses is
 /// the client's mistake (400).
 pub async fn live_check(shared: &Shared, url: &str) -> Result<Value, GatewayError> {
@@ -24,7 +25,7 @@ pub async fn live_check(shared: &Shared, url: &str) -> Result<Value, GatewayErro
         .map_err(|f| GatewayError::invalid(format!("upstream_url: {f}")))?;
     // A fresh session: the check must see the server as it is now.
     shared.mcp.drop_session(url);
-    up.initialize().await.map_err(|f| failed(f.0))?;
+    up.open().await.map_err(|f| failed(f.0))?;
     let reply = up
         .request("tools/list", Some(b"{}"))
         .await

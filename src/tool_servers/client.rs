@@ -2,6 +2,8 @@
 //! POST, the reply as JSON or as an SSE stream (read up to the response with the request's id),
 //! `Mcp-Session-Id` and `MCP-Protocol-Version` kept per upstream URL and re-initialised when the
 //! server answers 404. Plain JSON-RPC handlers with no `initialize` are called without a session.
+//! A server that answers `server/discover` with 2026-07-28 is spoken to statelessly instead
+//! (`stateless.rs`): the era's `_meta` in every request's params, its routing headers.
 //!
 //! Every connection goes to the address the host resolved to and was checked against (the SSRF
 //! guard), so a DNS answer cannot change between the check and the connect. Replies are read
@@ -15,7 +17,7 @@ use pingora::upstreams::peer::HttpPeer;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tollgate_filters::json::raw::{self, ObjectError};
-use tollgate_filters::mcp::{private_reason, request_json, PROTOCOL_VERSIONS};
+use tollgate_filters::mcp::{era, private_reason, request_json, PROTOCOL_VERSIONS};
 use tollgate_filters::sse::SseDecoder;
 
 use super::cache::UpstreamSession;
@@ -40,21 +42,28 @@ fn fail(what: impl Into<String>) -> Failure {
 
 /// One tool server, as the gateway reaches it.
 pub struct Upstream<'a> {
-    shared: &'a Shared,
+    pub(super) shared: &'a Shared,
     url: EndpointUrl,
     /// The upstream URL as registered: the key of its session.
-    key: String,
+    pub(super) key: String,
     addr: SocketAddr,
     deadline: Instant,
     max_bytes: usize,
 }
 
 /// What one POST answered.
-struct Answer {
-    status: u16,
+pub(super) struct Answer {
+    pub(super) status: u16,
     session: Option<String>,
     /// The JSON-RPC response to the request (absent for a notification's 202).
-    message: Option<Reply>,
+    pub(super) message: Option<Reply>,
+}
+
+/// A 2026-07-28 request's routing headers (`Mcp-Method`, and `Mcp-Name` when it names a tool,
+/// prompt or resource); its JSON-RPC errors come with 4xx statuses and are read too.
+pub(super) struct Routing<'m> {
+    pub(super) method: &'m str,
+    pub(super) name: Option<String>,
 }
 
 /// A JSON-RPC response from a tool server, read once: its `result` kept as the server wrote it
@@ -166,23 +175,51 @@ impl<'a> Upstream<'a> {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
-    /// Sends one JSON-RPC request (initialising a session first when there is none), its
-    /// `params` the given JSON text, and returns its response object (`result` or `error`).
+    /// Sends one JSON-RPC request (in the era the server speaks: found out first when not
+    /// known, [`Upstream::open`]), its `params` the given JSON text, and returns its response
+    /// object (`result` or `error`).
     pub async fn request(&self, method: &str, params: Option<&[u8]>) -> Result<Reply, Failure> {
         let mut session = match self.shared.mcp.session(&self.key) {
             Some(s) => s,
-            None => self.initialize().await?,
+            None => self.open().await?,
         };
-        let msg = request_json(Some(1), method, params);
         for attempt in 0..2 {
-            let a = self.post(&msg, Some(1), Some(&session)).await?;
+            let stateless = session.version == era::STATELESS;
+            let (msg, routing) = if stateless {
+                let p = era::with_meta(params, env!("CARGO_PKG_VERSION"))
+                    .ok_or_else(|| fail("was to be sent params that are not an object"))?;
+                let routing = Routing {
+                    method,
+                    name: routing_name(method, &p),
+                };
+                (request_json(Some(1), method, Some(&p)), Some(routing))
+            } else {
+                (request_json(Some(1), method, params), None)
+            };
+            let a = self
+                .post(&msg, Some(1), Some(&session), routing.as_ref())
+                .await?;
             match (a.status, a.message) {
                 (404, _) if attempt == 0 && session.id.is_some() => {
                     // The server forgot our session (restart, expiry): start another once.
                     self.shared.mcp.drop_session(&self.key);
                     session = self.initialize().await?;
                 }
+                // A stateless server that no longer speaks the era (or never answers this
+                // path): find out again, once.
+                (400 | 404, m)
+                    if attempt == 0
+                        && stateless
+                        && m.as_ref().is_none_or(|m| {
+                            m.error()
+                                .is_some_and(|e| e["code"] == era::UNSUPPORTED_VERSION)
+                        }) =>
+                {
+                    self.shared.mcp.drop_session(&self.key);
+                    session = self.open().await?;
+                }
                 (200..=299, Some(m)) => return Ok(m),
+                (400..=499, Some(m)) if stateless && m.error().is_some() => return Ok(m),
                 (200..=299, None) => return Err(fail("answered without a JSON-RPC response")),
                 (s, _) => return Err(fail(format!("answered HTTP {s}"))),
             }
@@ -198,7 +235,7 @@ impl<'a> Upstream<'a> {
             "capabilities": {},
             "clientInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")}});
         let msg = request_json(Some(0), "initialize", Some(params.to_string().as_bytes()));
-        let a = self.post(&msg, Some(0), None).await?;
+        let a = self.post(&msg, Some(0), None, None).await?;
         let plain = UpstreamSession {
             id: None,
             version: PROTOCOL_VERSIONS[0].to_owned(),
@@ -218,21 +255,22 @@ impl<'a> Upstream<'a> {
         };
         if session.id.is_some() || a.status == 200 {
             let note = request_json(None, "notifications/initialized", None);
-            self.post(&note, None, Some(&session)).await?;
+            self.post(&note, None, Some(&session), None).await?;
         }
         self.shared.mcp.set_session(&self.key, session.clone());
         Ok(session)
     }
 
     /// POSTs one message (`id`: the request's, `None` for a notification).
-    async fn post(
+    pub(super) async fn post(
         &self,
         msg: &[u8],
         id: Option<i64>,
         session: Option<&UpstreamSession>,
+        routing: Option<&Routing<'_>>,
     ) -> Result<Answer, Failure> {
         let left = self.left();
-        match tokio::time::timeout(left, self.exchange(msg, id, session)).await {
+        match tokio::time::timeout(left, self.exchange(msg, id, session, routing)).await {
             Ok(r) => r,
             Err(_) => Err(fail("did not answer in time")),
         }
@@ -243,6 +281,7 @@ impl<'a> Upstream<'a> {
         body: &[u8],
         id: Option<i64>,
         session: Option<&UpstreamSession>,
+        routing: Option<&Routing<'_>>,
     ) -> Result<Answer, Failure> {
         let sni = if self.url.tls {
             self.url.host.clone()
@@ -266,6 +305,12 @@ impl<'a> Upstream<'a> {
                 r = r.header("MCP-Protocol-Version", &s.version)?;
                 if let Some(id) = &s.id {
                     r = r.header("Mcp-Session-Id", id)?;
+                }
+            }
+            if let Some(route) = routing {
+                r = r.header("Mcp-Method", &era::header_value(route.method))?;
+                if let Some(name) = &route.name {
+                    r = r.header("Mcp-Name", &era::header_value(name))?;
                 }
             }
             Ok(r.body(body))
@@ -321,7 +366,7 @@ impl<'a> Upstream<'a> {
         }
         let message = if sse {
             found
-        } else if buf.is_empty() || !(200..300).contains(&status) {
+        } else if buf.is_empty() || !((200..300).contains(&status) || routing.is_some()) {
             None
         } else {
             match Reply::read(&buf) {
@@ -339,4 +384,17 @@ impl<'a> Upstream<'a> {
             message,
         })
     }
+}
+
+/// What `Mcp-Name` carries for `method`: the tool's or prompt's name, or the resource's URI.
+fn routing_name(method: &str, params: &[u8]) -> Option<String> {
+    let key = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        _ => return None,
+    };
+    let members = raw::parse_object(params).ok()?;
+    raw::get(&members, key)
+        .and_then(raw::as_str)
+        .map(|s| s.into_owned())
 }

@@ -1,6 +1,9 @@
 //! A fake MCP tool server (Streamable HTTP, JSON-RPC 2.0): two tools, `echo` and `add`, a
 //! session id from `initialize` that later requests must carry, and every way a tool server
 //! fails a call ([`ToolMode`]). Replies are JSON, or SSE with [`FakeToolServer::sse`].
+//! [`FakeToolServer::stateless`] speaks only the 2026-07-28 protocol: `server/discover`, every
+//! request's `_meta` and routing headers checked as that specification says, `initialize`
+//! refused (400, -32022).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -53,6 +56,10 @@ struct State {
     empty: bool,
     /// Offer a third tool, `shout` (a server that changed its list).
     more: AtomicBool,
+    /// Speak only 2026-07-28 (stateless).
+    stateless: bool,
+    /// Requests that came in that era's envelope.
+    stateless_requests: AtomicUsize,
 }
 
 #[derive(Clone)]
@@ -86,11 +93,26 @@ impl FakeToolServer {
         Self::start_at(addr, true, false, false).await
     }
 
+    /// Speaks only the 2026-07-28 protocol (no `initialize`, no session).
+    pub async fn stateless() -> FakeToolServer {
+        Self::start_full("127.0.0.1:0", false, false, false, true).await
+    }
+
     async fn start_with(plain: bool, sse: bool, empty: bool) -> FakeToolServer {
         Self::start_at("127.0.0.1:0", plain, sse, empty).await
     }
 
     async fn start_at(addr: &str, plain: bool, sse: bool, empty: bool) -> FakeToolServer {
+        Self::start_full(addr, plain, sse, empty, false).await
+    }
+
+    async fn start_full(
+        addr: &str,
+        plain: bool,
+        sse: bool,
+        empty: bool,
+        stateless: bool,
+    ) -> FakeToolServer {
         let state = Arc::new(State {
             mode: Mutex::new(ToolMode::Ok),
             plain,
@@ -101,6 +123,8 @@ impl FakeToolServer {
             forget: AtomicBool::new(false),
             empty,
             more: AtomicBool::new(false),
+            stateless,
+            stateless_requests: AtomicUsize::new(0),
         });
         let addr = crate::accept::serve_fake(addr, state.clone(), serve).await;
         FakeToolServer { addr, state }
@@ -122,6 +146,11 @@ impl FakeToolServer {
     /// The body of the last `tools/call` request received, byte for byte.
     pub fn last_call(&self) -> Vec<u8> {
         self.state.last_call.lock().unwrap().clone()
+    }
+
+    /// Requests received in the 2026-07-28 envelope (a stateless server's, all it accepts).
+    pub fn stateless_requests(&self) -> usize {
+        self.state.stateless_requests.load(Ordering::SeqCst)
     }
 
     /// Starts offering a third tool, `shout`.
@@ -173,6 +202,30 @@ async fn reply_text(
     sock.write_all(reply.as_bytes()).await
 }
 
+/// Why a 2026-only server refuses a request: the era's checks (`_meta`, headers, version,
+/// the methods it removed).
+fn stateless_refusal(
+    req: &crate::openai::Recorded,
+    msg: &Value,
+    method: &str,
+) -> Option<(i64, &'static str)> {
+    let meta = &msg["params"]["_meta"];
+    let version = meta["io.modelcontextprotocol/protocolVersion"].as_str();
+    if method == "initialize" || version.is_none() && req.header("mcp-protocol-version").is_none() {
+        return Some((-32022, "this server speaks only 2026-07-28"));
+    }
+    if version.is_none() || !meta["io.modelcontextprotocol/clientCapabilities"].is_object() {
+        return Some((-32602, "params._meta is required"));
+    }
+    if req.header("mcp-protocol-version") != version || req.header("mcp-method") != Some(method) {
+        return Some((-32020, "headers do not match the body"));
+    }
+    if method == "tools/call" && req.header("mcp-name") != msg["params"]["name"].as_str() {
+        return Some((-32020, "Mcp-Name does not match params.name"));
+    }
+    (version != Some("2026-07-28")).then_some((-32022, "unsupported protocol version"))
+}
+
 fn tools() -> Value {
     json!([
         {"name": "echo", "description": "Echoes its text", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
@@ -192,8 +245,30 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
                 .await?;
             continue;
         };
-        let ok = |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
+        let ok = |mut result: Value| {
+            if st.stateless {
+                result["resultType"] = json!("complete");
+            }
+            json!({"jsonrpc": "2.0", "id": id, "result": result})
+        };
         let error = |code: i64, message: &str| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+        if st.stateless {
+            if let Some((code, why)) = stateless_refusal(&req, &msg, &method) {
+                let mut e = error(code, why);
+                if code == -32022 {
+                    e["error"]["data"] = json!({"supported": ["2026-07-28"]});
+                }
+                reply(&mut sock, 400, &e, false, None).await?;
+                continue;
+            }
+            st.stateless_requests.fetch_add(1, Ordering::SeqCst);
+            if method == "server/discover" {
+                let result = json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                    "ttlMs": 60000, "cacheScope": "public", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "fake-2026", "version": "1"}}});
+                reply(&mut sock, 200, &ok(result), st.sse, None).await?;
+                continue;
+            }
+        }
         if method == "initialize" {
             if st.plain {
                 reply(
@@ -213,7 +288,7 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
             }
             continue;
         }
-        if !st.plain {
+        if !st.plain && !st.stateless {
             let sid = req.header("mcp-session-id").unwrap_or_default().to_string();
             if !st.sessions.lock().unwrap().contains(&sid) {
                 let code = if sid.is_empty() { 400 } else { 404 };

@@ -203,3 +203,66 @@ async fn a_stateless_request_that_breaks_the_rules_is_refused_with_its_status() 
     );
     assert!(gw.is_healthy().await);
 }
+
+#[tokio::test]
+async fn a_tool_server_that_speaks_only_2026_registers_and_serves_both_eras() {
+    let gw = gateway(MCP_OPEN).await;
+    let tools = FakeToolServer::stateless().await;
+    let slug = uniq("new");
+    // The live check finds out its era (server/discover) and lists its tools in it.
+    let (_, dev_key) = live_service(&gw, &slug, &tools.url(), 4).await;
+    assert!(
+        tools.stateless_requests() >= 2,
+        "{}",
+        tools.stateless_requests()
+    );
+    let before = gw.balance(&gw.key).await;
+    let dev_before = gw.balance(&dev_key).await;
+    let name = format!("{slug}__echo");
+
+    // A 2025 client (initialize, then the call) and a 2026 one, each charged the price.
+    let auth = format!("Bearer {}", gw.key);
+    let old = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": name, "arguments": {"text": "old"}}});
+    let r = request(
+        gw.addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        old.to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json()["result"]["content"][0]["text"],
+        "old",
+        "{}",
+        r.text()
+    );
+    let params = json!({"_meta": meta(), "name": name, "arguments": {"text": "new"}});
+    let r = call(&gw, "/mcp", "tools/call", params, &[("Mcp-Name", &name)]).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["result"]["content"][0]["text"], "new");
+    assert_eq!(r.json()["result"]["resultType"], "complete");
+    // Its own endpoint passes its other methods through in its era.
+    let r = call(
+        &gw,
+        &format!("/mcp/{slug}"),
+        "tools/call",
+        json!({"_meta": meta(), "name": "add", "arguments": {"a": 1, "b": 2}}),
+        &[("Mcp-Name", "add")],
+    )
+    .await;
+    assert_eq!(
+        r.json()["result"]["content"][0]["text"],
+        "3",
+        "{}",
+        r.text()
+    );
+    assert_eq!(tools.calls(), 3);
+    assert_eq!(before - gw.balance(&gw.key).await, 12_000_000);
+    // The share of a 4-credit call, rounded up: 4.
+    assert_eq!(gw.balance(&dev_key).await - dev_before, 3 * 4_000_000);
+}

@@ -138,6 +138,53 @@ fn decoded(h: &str) -> Option<String> {
     }
 }
 
+/// `params` (a JSON object's text, or none) as a 2026 request to a tool server carries it: its
+/// members as they are, and in its `_meta` the protocol version, the client's capabilities and
+/// the gateway as the client (what the agent put in `_meta` kept, the version and
+/// capabilities set). `None` when `params` is not an object.
+pub fn with_meta(params: Option<&[u8]>, version: &str) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(params.unwrap_or(b"{}")).ok()?;
+    let value: &RawValue = serde_json::from_str(text).ok()?;
+    let members = raw::object(value)?;
+    let mut meta: serde_json::Map<String, Value> = raw::get(&members, "_meta")
+        .and_then(|m| serde_json::from_str(m.get()).ok())
+        .unwrap_or_default();
+    meta.insert(META_VERSION.into(), STATELESS.into());
+    meta.entry(META_CAPABILITIES).or_insert_with(|| json!({}));
+    meta.entry("io.modelcontextprotocol/clientInfo")
+        .or_insert_with(|| json!({"name": "tollgate", "version": version}));
+    let mut out = Vec::with_capacity(text.len() + 160);
+    out.push(b'{');
+    for (k, v) in members.iter().filter(|(k, _)| k != "_meta") {
+        // A key from a parsed object always serializes.
+        let _ = serde_json::to_writer(&mut out, k.as_ref());
+        out.push(b':');
+        out.extend_from_slice(v.get().as_bytes());
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"_meta\":");
+    let _ = serde_json::to_writer(&mut out, &meta);
+    out.push(b'}');
+    Some(out)
+}
+
+/// A value for `Mcp-Method` / `Mcp-Name`: as it is when plain ASCII, else `=?base64?…?=`.
+pub fn header_value(v: &str) -> String {
+    let plain = !v.is_empty()
+        && v.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !v.starts_with(' ')
+        && !v.ends_with(' ')
+        && !v.starts_with("=?");
+    if plain {
+        v.to_owned()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(v)
+        )
+    }
+}
+
 /// The HTTP status of a JSON-RPC error answered to a 2026 request (a 2025 request's errors
 /// are 200, as before).
 pub fn http_status(code: i64) -> u16 {
@@ -279,6 +326,30 @@ mod tests {
                 "{m}"
             );
         }
+    }
+
+    #[test]
+    fn a_request_to_a_stateless_tool_server_carries_the_era_in_its_meta() {
+        let out = with_meta(
+            Some(br#"{"name":"echo","arguments":{"text":"x"},"_meta":{"progressToken":3}}"#),
+            "1",
+        )
+        .unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["name"], "echo");
+        assert_eq!(v["arguments"]["text"], "x");
+        assert_eq!(v["_meta"]["progressToken"], 3);
+        assert_eq!(v["_meta"][META_VERSION], STATELESS);
+        assert!(v["_meta"][META_CAPABILITIES].is_object());
+        let v: Value = serde_json::from_slice(&with_meta(None, "1").unwrap()).unwrap();
+        assert_eq!(
+            v["_meta"]["io.modelcontextprotocol/clientInfo"]["name"],
+            "tollgate"
+        );
+        assert!(with_meta(Some(b"[1]"), "1").is_none());
+        assert_eq!(header_value("tools/call"), "tools/call");
+        assert_eq!(header_value("météo"), "=?base64?bcOpdMOpbw==?=");
+        assert_eq!(decoded(&header_value("météo")).as_deref(), Some("météo"));
     }
 
     #[test]
