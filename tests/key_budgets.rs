@@ -292,3 +292,35 @@ async fn the_budget_starts_over_at_the_period_boundary() {
         midnight + 86_400_000
     );
 }
+
+#[tokio::test]
+async fn a_burst_of_a_budgeted_keys_first_requests_is_served() {
+    // The budget's spend is read from the ledger once, not once per request of the burst.
+    let fake = FakeOpenAi::builder("p")
+        .mode(Mode::Usage(10, 100))
+        .start()
+        .await;
+    let gw = Gateway::start(tollgate_bin!(), &one_model_config(&fake, "m")).await;
+    let (key, id) = key_with(
+        &gw,
+        json!({"budget_credits": 1000, "budget_period": "week"}),
+    )
+    .await;
+    let mut tasks = Vec::new();
+    for i in 0..120 {
+        let (addr, key) = (gw.addr, key.clone());
+        tasks.push(tokio::spawn(async move {
+            let body = json!({"model": "m", "messages": user("hi"), "max_tokens": 100, "stream": i % 2 == 0});
+            let auth = format!("Bearer {key}");
+            let headers = [("Content-Type", "application/json"), ("Authorization", auth.as_str())];
+            request(addr, "POST", "/v1/chat/completions", &headers, body.to_string().as_bytes()).await.status
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 200);
+    }
+    assert_eq!(
+        micros(&listed(&gw, &id).await["spent_credits"]),
+        120 * 210_000
+    );
+}
