@@ -65,7 +65,8 @@ pub use openai::{user, FakeOpenAi, FakeOpenAiBuilder, Mode, Recorded};
 pub use postgres::PrivatePostgres;
 pub use redis::PrivateRedis;
 pub use services::{
-    claude_code, codex, database_url, gemini_cli, python_with, redis_url, services_required, skip,
+    claude_code, codex, database_url, gemini_cli, python_mcp2, python_with, redis_url,
+    services_required, skip,
 };
 pub use stripe::{FakeStripe, StripeMode, FAKE_STRIPE_KEY, WEBHOOK_SECRET, WEBHOOK_SECRET_OLD};
 pub use tmpfs::{is_enospc, SmallTmpfs};

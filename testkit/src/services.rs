@@ -53,6 +53,24 @@ pub fn skip(why: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED: {why}");
 }
 
+/// A Python with the `mcp` 2.x SDK (2026-07-28 and both client modes): `TOLLGATE_TEST_PYTHON_MCP2`,
+/// then the repo's `.venv-mcp2` (`./dev test` makes it; 1.x and 2.x cannot share one venv).
+pub fn python_mcp2() -> Option<String> {
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv-mcp2/bin/python").to_string();
+    [std::env::var("TOLLGATE_TEST_PYTHON_MCP2").ok(), Some(venv)]
+        .into_iter()
+        .flatten()
+        .find(|py| {
+            std::process::Command::new(py)
+                .args([
+                    "-c",
+                    "from mcp import Client; from mcp.server import MCPServer",
+                ])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
 /// A Python that can run `import_check` (e.g. `import openai, anthropic`) for the SDK
 /// interoperability tests: `TOLLGATE_TEST_PYTHON`, then the repo's `.venv`, then `python3`.
 pub fn python_with(import_check: &str) -> Option<String> {
