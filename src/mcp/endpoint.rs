@@ -17,11 +17,12 @@ use serde_json::{json, Value};
 use tollgate_filters::json::raw::{self, Kind};
 use tollgate_filters::mcp::{
     call_succeeded, era, joined_name, negotiate, parse_message, result_json, service_allowed,
-    tool_allowed, tool_call_params, Incoming, RpcError, INTERNAL_ERROR, METHOD_NOT_FOUND,
+    tool_allowed, tool_call_params, Incoming, RpcError, METHOD_NOT_FOUND,
 };
 use tollgate_filters::{ErrorKind, GatewayError};
 
-use super::stateless;
+use super::forward::{forward, passthrough};
+use super::{relay, stateless};
 use crate::auth::caller::{self, Caller};
 use crate::ledger::mcp::Service;
 use crate::metering::tool::{self, ToolCall};
@@ -29,7 +30,7 @@ use crate::metering::Hold;
 use crate::request::ctx::RequestCtx;
 use crate::request::{body, respond};
 use crate::runtime::Shared;
-use crate::tool_servers::client::{Reply, Upstream};
+use crate::tool_servers::client::Upstream;
 use crate::tool_servers::live;
 
 /// The member of a listed tool's `_meta` that says what one call costs, in whole credits.
@@ -100,6 +101,8 @@ pub async fn handle(
         None => services.collect(),
     };
     let ttl_ms = rt.config.mcp.refresh.as_millis() as u64;
+    // A call whose notifications were relayed has its answer's stream open already.
+    let mut streamed = false;
     let answer = match method.as_ref() {
         "server/discover" => stateless::discover(ttl_ms),
         "initialize" => Ok(raw_json(&json!({
@@ -112,7 +115,7 @@ pub async fn handle(
             &json!({"tools": list(&scope, slug.is_some(), allowed)}),
         )),
         "tools/call" => {
-            let call = Call {
+            let mut call = Call {
                 shared,
                 id: &id,
                 params,
@@ -120,8 +123,11 @@ pub async fn handle(
                 key: &key.key_id,
                 allowed,
                 budget: key.limits.budget,
+                opened: false,
             };
-            call.run(session, ctx, caller, &scope, slug.is_some()).await
+            let out = call.run(session, ctx, caller, &scope, slug.is_some()).await;
+            streamed = call.opened;
+            out
         }
         other => match scope.first().filter(|_| slug.is_some()) {
             // One service's own methods (resources, prompts, completion, logging) as it answers them.
@@ -144,7 +150,11 @@ pub async fn handle(
             e.to_json()
         }
     };
-    respond::send(session, ctx, status, "application/json", bytes, &[]).await;
+    if streamed {
+        relay::finish(session, &bytes).await;
+    } else {
+        respond::send(session, ctx, status, "application/json", bytes, &[]).await;
+    }
     Ok(())
 }
 
@@ -193,43 +203,6 @@ fn list(scope: &[&Service], own_names: bool, allowed: Option<&[String]>) -> Vec<
     out
 }
 
-/// A method of one service passed through unbilled: its response's `result` or `error`.
-async fn forward(
-    shared: &Shared,
-    s: &Service,
-    method: &str,
-    params: Option<&RawValue>,
-) -> Result<Box<RawValue>, RpcError> {
-    let timeout = shared.runtime.load().config.mcp.call_timeout;
-    let up_err = |why: String| {
-        let e = GatewayError::upstream(format!("tool server `{}` {why}", s.slug));
-        RpcError::from_error(Value::Null, &e)
-    };
-    let up = Upstream::resolve(shared, &s.upstream_url, timeout)
-        .await
-        .map_err(|f| up_err(f.0))?;
-    let reply = up
-        .request(method, params.map(|p| p.get().as_bytes()))
-        .await
-        .map_err(|f| up_err(f.0))?;
-    passthrough(reply)
-}
-
-/// An upstream response as ours: its result as sent, or its error with its own code and
-/// message.
-fn passthrough(reply: Reply) -> Result<Box<RawValue>, RpcError> {
-    if let Some(e) = reply.error() {
-        let mut err = RpcError::new(
-            Value::Null,
-            e["code"].as_i64().unwrap_or(INTERNAL_ERROR),
-            e["message"].as_str().unwrap_or("error"),
-        );
-        err.data = e.get("data").cloned();
-        return Err(err);
-    }
-    Ok(reply.into_result().unwrap_or_else(null))
-}
-
 /// One `tools/call`.
 struct Call<'a> {
     shared: &'a Shared,
@@ -241,12 +214,14 @@ struct Call<'a> {
     /// The key's tool allowlist (`None`: every tool); a tool outside it is unknown to the call.
     allowed: Option<&'a [String]>,
     budget: Option<(i64, tollgate_filters::budget::Period)>,
+    /// The agent's answer became an event stream (the server's notifications relayed).
+    opened: bool,
 }
 
 impl Call<'_> {
     async fn run(
-        &self,
-        session: &Session,
+        &mut self,
+        session: &mut Session,
         ctx: &mut RequestCtx,
         caller: &Caller,
         scope: &[&Service],
@@ -324,7 +299,16 @@ impl Call<'_> {
         // The agent's params as sent, but for the tool's own name.
         let params = tool_call_params(params, &members, tool);
         let timeout = rt.config.mcp.call_timeout;
+        let relayed = relay::wanted(session, self.params);
         let reply = match Upstream::resolve(self.shared, &service.upstream_url, timeout).await {
+            Ok(up) if relayed => {
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                let up = up.relaying(tx);
+                let call = up.request("tools/call", Some(&params));
+                let (reply, opened) = relay::drive(session, ctx, call, rx).await;
+                self.opened = opened;
+                reply
+            }
             Ok(up) => up.request("tools/call", Some(&params)).await,
             Err(f) => Err(f),
         };

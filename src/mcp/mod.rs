@@ -5,10 +5,13 @@
 //! to the developer (`metering::tool`). The gateway's side of a tool server (the MCP client,
 //! the live check, what one instance keeps between requests) is below, in `tool_servers`.
 //! The endpoints answer only through this gateway's own host and pages ([`origin`]), to
-//! clients of both protocol eras ([`stateless`]: the 2026-07-28 one).
+//! clients of both protocol eras ([`stateless`]: the 2026-07-28 one), with a tool server's
+//! progress and log notifications during a call relayed to the agent ([`relay`]).
 
 pub mod developer;
 pub mod endpoint;
+pub mod forward;
 pub mod operator;
 pub mod origin;
+pub mod relay;
 pub mod stateless;

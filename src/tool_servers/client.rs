@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use pingora::upstreams::peer::HttpPeer;
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use tollgate_filters::json::raw::{self, ObjectError};
+use tollgate_filters::json::raw;
 use tollgate_filters::mcp::{era, private_reason, request_json, PROTOCOL_VERSIONS};
 use tollgate_filters::sse::SseDecoder;
 
 use super::cache::UpstreamSession;
+use super::reply::{relayed, Reply};
 use crate::config::EndpointUrl;
 use crate::runtime::Shared;
 use crate::upstream::head::Request;
@@ -49,6 +49,9 @@ pub struct Upstream<'a> {
     addr: SocketAddr,
     deadline: Instant,
     max_bytes: usize,
+    /// Where the notifications a server sends during a request (progress, log messages) go,
+    /// to be relayed to the agent; `None`: dropped.
+    notes: Option<tokio::sync::mpsc::UnboundedSender<Vec<u8>>>,
 }
 
 /// What one POST answered.
@@ -64,64 +67,6 @@ pub(super) struct Answer {
 pub(super) struct Routing<'m> {
     pub(super) method: &'m str,
     pub(super) name: Option<String>,
-}
-
-/// A JSON-RPC response from a tool server, read once: its `result` kept as the server wrote it
-/// (a tool's result can be large, and is passed on as sent rather than built into a tree and
-/// written again), the rest decoded (small).
-pub struct Reply {
-    result: Option<Box<RawValue>>,
-    /// `null` included: an error member that is there is no result.
-    error: Option<Value>,
-    id: Option<Value>,
-    /// `jsonrpc` is `"2.0"`.
-    versioned: bool,
-}
-
-impl Reply {
-    /// `Err(())`: not JSON at all; `Ok(None)`: JSON, but no response (no `result` and no
-    /// `error`).
-    fn read(bytes: &[u8]) -> Result<Option<Reply>, ()> {
-        let members = match raw::parse_object(bytes) {
-            Err(ObjectError::Malformed(_)) => return Err(()),
-            Err(ObjectError::NotAnObject) => return Ok(None),
-            Ok(m) => m,
-        };
-        let tree = |name: &str| {
-            raw::get(&members, name).map(|v| serde_json::from_str(v.get()).unwrap_or_default())
-        };
-        let reply = Reply {
-            result: raw::get(&members, "result").map(ToOwned::to_owned),
-            error: tree("error"),
-            id: raw::get(&members, "id").and_then(|v| serde_json::from_str(v.get()).ok()),
-            versioned: raw::get(&members, "jsonrpc")
-                .and_then(raw::as_str)
-                .as_deref()
-                == Some("2.0"),
-        };
-        Ok((reply.result.is_some() || reply.error.is_some()).then_some(reply))
-    }
-
-    /// The `result` as sent.
-    pub fn result(&self) -> Option<&RawValue> {
-        self.result.as_deref()
-    }
-
-    pub fn into_result(self) -> Option<Box<RawValue>> {
-        self.result
-    }
-
-    pub fn error(&self) -> Option<&Value> {
-        self.error.as_ref()
-    }
-
-    /// The result as a tree, for the callers that read into it (initialize, the live check);
-    /// `null` without one.
-    pub fn result_tree(&self) -> Value {
-        self.result()
-            .and_then(|r| serde_json::from_str(r.get()).ok())
-            .unwrap_or_default()
-    }
 }
 
 impl<'a> Upstream<'a> {
@@ -168,7 +113,14 @@ impl<'a> Upstream<'a> {
             addr,
             deadline,
             max_bytes: mcp.max_result_bytes,
+            notes: None,
         })
+    }
+
+    /// Relays the server's progress and log notifications during requests into `notes`.
+    pub fn relaying(mut self, notes: tokio::sync::mpsc::UnboundedSender<Vec<u8>>) -> Self {
+        self.notes = Some(notes);
+        self
     }
 
     fn left(&self) -> Duration {
@@ -346,9 +298,14 @@ impl<'a> Upstream<'a> {
                         decoder
                             .push(&b, &mut events)
                             .map_err(|e| fail(format!("sent an invalid event stream ({e})")))?;
-                        // The response to our id ends what we need of the stream; notifications
-                        // and server requests on the way are not ours to answer.
+                        // The response to our id ends what we need of the stream; progress and
+                        // log notifications on the way go to the agent when it asked for them;
+                        // server requests are not ours to answer.
                         found = events.drain(..).find_map(|e| {
+                            if let (Some(notes), true) = (&self.notes, relayed(&e.data)) {
+                                let _ = notes.send(e.data.into_bytes());
+                                return None;
+                            }
                             Reply::read(e.data.as_bytes())
                                 .ok()
                                 .flatten()

@@ -36,6 +36,9 @@ pub enum ToolMode {
     /// `tools/call` answers [`VERBATIM_RESULT`], written by hand (spacing, escapes, a number
     /// beyond f64), which a gateway passing results on must deliver byte for byte.
     Verbatim,
+    /// `tools/call` answers as an event stream: two `notifications/progress` (with the call's
+    /// `progressToken`) and a `notifications/message` before the echo's result.
+    Progress,
 }
 
 /// The result text of [`ToolMode::Verbatim`].
@@ -344,6 +347,37 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
                         let text =
                             format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{VERBATIM_RESULT}}}"#);
                         reply_text(&mut sock, 200, text, st.sse, None).await?;
+                        continue;
+                    }
+                    ToolMode::Progress => {
+                        let token = msg["params"]["_meta"]["progressToken"].clone();
+                        let note = |method: &str, params: Value| {
+                            format!(
+                                "event: message\ndata: {}\n\n",
+                                json!({"jsonrpc": "2.0", "method": method, "params": params})
+                            )
+                        };
+                        let text = args["text"].as_str().unwrap_or("");
+                        let done = ok(json!({"content": [{"type": "text", "text": text}]}));
+                        let payload = [
+                            note(
+                                "notifications/progress",
+                                json!({"progressToken": token, "progress": 1, "total": 2}),
+                            ),
+                            note(
+                                "notifications/message",
+                                json!({"level": "info", "data": "halfway"}),
+                            ),
+                            note(
+                                "notifications/progress",
+                                json!({"progressToken": token, "progress": 2, "total": 2}),
+                            ),
+                            format!("event: message\ndata: {done}\n\n"),
+                        ]
+                        .concat();
+                        let head = format!("HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n", payload.len());
+                        sock.write_all(format!("{head}{payload}").as_bytes())
+                            .await?;
                         continue;
                     }
                     ToolMode::RpcError => error(-32602, "bad arguments for this tool"),

@@ -4,7 +4,8 @@
 //! `charging` (exact charges, the developer's share, the plan's rate limit), `failures` (every
 //! failed call free, a crash mid-call too), `bad_input` (clear errors, nothing changed),
 //! `tool_filter` (a key limited to some services or tools), `tool_prices` (a price per tool,
-//! earnings per tool), `stateless` (a 2026-07-28 client: discover, the era's checks and shapes); `common` starts the gateway and speaks its API. SQLite, and Postgres + Redis when set.
+//! earnings per tool), `stateless` (a 2026-07-28 client: discover, the era's checks and shapes; a 2026-only tool
+//! server), `relay` (a tool server's progress and log notifications relayed during a call); `common` starts the gateway and speaks its API. SQLite, and Postgres + Redis when set.
 
 mod bad_input;
 mod calls;
@@ -12,6 +13,7 @@ mod charging;
 mod common;
 mod failures;
 mod registration;
+mod relay;
 mod stateless;
 mod tool_filter;
 mod tool_prices;
