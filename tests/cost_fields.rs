@@ -170,6 +170,27 @@ async fn a_guest_is_told_no_cost() {
     let r = gw.chat_as(None, &body).await;
     assert!(r.text().contains("\"usage\""), "{}", r.text());
     assert!(!r.text().contains("\"cost\""), "{}", r.text());
+
+    // The price list shows every rate a reply's cost_details is priced at, each falling back
+    // as settlement does (a one-hour write to the five-minute rate, that to the input rate).
+    let p = get(gw.addr, "/v1/models/pricing").await.json();
+    let rates = |id: &str| {
+        let m = p["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == id)
+            .unwrap()
+            .clone();
+        [
+            m["cached_input_credits_per_1k"].clone(),
+            m["cache_write_credits_per_1k"].clone(),
+            m["cache_write_1h_credits_per_1k"].clone(),
+        ]
+    };
+    assert_eq!(rates("claude"), [json!(0.3), json!(3.75), json!(6.0)]);
+    assert_eq!(rates("gpt"), [json!(0.5), json!(1.0), json!(1.0)]);
+    assert_eq!(rates("free"), [json!(1.0), json!(1.0), json!(1.0)]);
 }
 
 #[tokio::test]

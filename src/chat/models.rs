@@ -135,6 +135,11 @@ pub fn pricing(catalog: &Catalog, now: i64) -> Value {
         .iter()
         .filter(|m| !m.retired(now))
         .map(|m| {
+            // What a cached prompt token costs, as settlement prices it: each cache rate falls
+            // back to the one it defaults to.
+            let read = m.cache_read_micros_per_1k.unwrap_or(m.input_micros_per_1k);
+            let write = m.cache_write_micros_per_1k.unwrap_or(m.input_micros_per_1k);
+            let write_1h = m.cache_write_1h_micros_per_1k.unwrap_or(write);
             json!({
                 "id": m.id,
                 "provider": m.provider,
@@ -144,6 +149,9 @@ pub fn pricing(catalog: &Catalog, now: i64) -> Value {
                 "aliases": catalog.aliases_at(now).into_iter().filter(|(_, t)| *t == m.id).map(|(a, _)| a).collect::<Vec<_>>(),
                 "input_credits_per_1k": credits(m.input_micros_per_1k),
                 "output_credits_per_1k": credits(m.output_micros_per_1k),
+                "cached_input_credits_per_1k": credits(read),
+                "cache_write_credits_per_1k": credits(write),
+                "cache_write_1h_credits_per_1k": credits(write_1h),
                 "max_output_tokens": m.max_output_tokens,
                 "guest": m.guest,
                 "deprecated_at": m.deprecated_at.map(format_date),
