@@ -115,6 +115,15 @@ pub fn checked_tools(result: &Value) -> Result<Vec<Value>, String> {
 /// array and no `isError: true`. `Err` is why not.
 pub fn call_succeeded(result: &RawValue) -> Result<(), &'static str> {
     let members = raw::object(result).unwrap_or_default();
+    // A 2026-07-28 server asking the client for input has not done the call yet: the client
+    // retries it with the input, and that call is the one charged.
+    if raw::get(&members, "resultType")
+        .and_then(raw::as_str)
+        .as_deref()
+        == Some("input_required")
+    {
+        return Err("the tool asks the client for input first (input_required)");
+    }
     if raw::get(&members, "isError").and_then(raw::as_bool) == Some(true) {
         return Err("the tool reported an error (isError)");
     }
@@ -228,6 +237,9 @@ mod tests {
         assert!(judged(r#"{"structured":1}"#).is_err());
         assert!(judged(r#"{"content":{}}"#).is_err());
         assert!(judged("null").is_err());
+        // A 2026 server asking for input first: not the call that is charged.
+        assert!(judged(r#"{"resultType":"input_required","inputRequests":{"a":{"method":"elicitation/create","params":{}}},"content":[]}"#).is_err());
+        assert!(judged(r#"{"resultType":"complete","content":[]}"#).is_ok());
         // The result is copied as sent, the id written as JSON.
         let r = serde_json::from_str::<Box<RawValue>>(r#"{"content": [ ], "x":1e400}"#).unwrap();
         assert_eq!(
