@@ -4,11 +4,9 @@ use pingora::proxy::Session;
 use serde_json::json;
 use tollgate_filters::{keys, ErrorKind, GatewayError};
 
-use tollgate_filters::budget::Period;
-
 use super::{key_settings, random_bytes, random_id, MAX_ACCOUNT_BODY};
 use crate::auth::caller::Caller;
-use crate::ledger::{KeyLimits, KeyRow, NewKey};
+use crate::ledger::{KeyRow, Ledger, NewKey};
 use crate::request::body;
 use crate::request::ctx::RequestCtx;
 use crate::request::respond;
@@ -75,6 +73,32 @@ async fn spent(shared: &Shared, k: &KeyRow, now: i64) -> Option<i64> {
         .ok()
 }
 
+/// The body of a key's settings (`POST`, `PATCH`, rotation), as a JSON object.
+async fn settings_body(
+    shared: &Shared,
+    session: &mut Session,
+) -> Result<serde_json::Map<String, serde_json::Value>, GatewayError> {
+    let timeout = shared.runtime.load().config.timeouts.request_body;
+    body::json_object(session, MAX_ACCOUNT_BODY, timeout).await
+}
+
+/// One of the account's keys as stored (just written: read back, not rebuilt here).
+async fn own_key(ledger: &Ledger, account_id: &str, key_id: &str) -> Result<KeyRow, GatewayError> {
+    ledger
+        .list_keys(account_id)
+        .await?
+        .into_iter()
+        .find(|k| k.id == key_id)
+        .ok_or_else(|| no_key(key_id))
+}
+
+fn no_key(key_id: &str) -> GatewayError {
+    GatewayError::new(
+        ErrorKind::NotFound,
+        format!("no key `{key_id}` on this account"),
+    )
+}
+
 pub async fn create_key(
     shared: &Shared,
     session: &mut Session,
@@ -83,12 +107,7 @@ pub async fn create_key(
 ) -> Result<(), GatewayError> {
     let account_id = caller.account()?.to_owned();
     let ledger = shared.ledger()?;
-    let m = body::json_object(
-        session,
-        MAX_ACCOUNT_BODY,
-        shared.runtime.load().config.timeouts.request_body,
-    )
-    .await?;
+    let m = settings_body(shared, session).await?;
     let name = body::opt_string(&m, "name")?.unwrap_or("unnamed").trim();
     if name.is_empty() || name.len() > 100 {
         return Err(GatewayError::invalid("name: must be 1 to 100 characters"));
@@ -99,34 +118,7 @@ pub async fn create_key(
     ledger
         .insert_key_with(&account_id, &key, now, &settings)
         .await?;
-    let row = KeyRow {
-        id: key.id.clone(),
-        name: key.name.clone(),
-        prefix: key.prefix.clone(),
-        created_at: now,
-        last_used_at: None,
-        revoked: false,
-        expires_at: settings.expires_at.flatten(),
-        allowed_models: settings
-            .allowed_models
-            .flatten()
-            .and_then(|t| serde_json::from_str(&t).ok()),
-        allowed_tools: settings
-            .allowed_tools
-            .flatten()
-            .and_then(|t| serde_json::from_str(&t).ok()),
-        limits: KeyLimits {
-            budget: settings.budget_micros.flatten().map(|b| {
-                (
-                    b,
-                    settings.budget_period.flatten().unwrap_or(Period::Lifetime),
-                )
-            }),
-            requests_per_minute: settings.requests_per_minute.flatten(),
-            tokens_per_minute: settings.tokens_per_minute.flatten(),
-            concurrent_requests: settings.concurrent_requests.flatten(),
-        },
-    };
+    let row = own_key(ledger, &account_id, &key.id).await?;
     let mut v = key_settings::show(&row, Some(0), now);
     v["key"] = json!(secret);
     respond::json(session, ctx, 201, &v, &[]).await;
@@ -144,12 +136,7 @@ pub async fn update_key(
     key_id: &str,
 ) -> Result<(), GatewayError> {
     let account_id = caller.account()?;
-    let m = body::json_object(
-        session,
-        MAX_ACCOUNT_BODY,
-        shared.runtime.load().config.timeouts.request_body,
-    )
-    .await?;
+    let m = settings_body(shared, session).await?;
     if m.contains_key("name") {
         return Err(GatewayError::invalid(
             "name: a key's name is set when it is created",
@@ -162,18 +149,10 @@ pub async fn update_key(
     }
     let ledger = shared.ledger()?;
     let Some(hash) = ledger.change_key(account_id, key_id, &change).await? else {
-        return Err(GatewayError::new(
-            ErrorKind::NotFound,
-            format!("no key `{key_id}` on this account"),
-        ));
+        return Err(no_key(key_id));
     };
     shared.keys.evict(&hash);
-    let row = ledger
-        .list_keys(account_id)
-        .await?
-        .into_iter()
-        .find(|k| k.id == key_id)
-        .ok_or_else(|| GatewayError::internal("the key changed is gone"))?;
+    let row = own_key(ledger, account_id, key_id).await?;
     let spent = spent(shared, &row, now).await;
     respond::json(
         session,
@@ -199,12 +178,7 @@ pub async fn rotate_key(
     const DEFAULT_GRACE: i64 = 24 * 3600;
     const MAX_GRACE: i64 = 30 * 24 * 3600;
     let account_id = caller.account()?;
-    let m = body::json_object(
-        session,
-        MAX_ACCOUNT_BODY,
-        shared.runtime.load().config.timeouts.request_body,
-    )
-    .await?;
+    let m = settings_body(shared, session).await?;
     let grace = match m.get("grace_seconds") {
         None | Some(serde_json::Value::Null) => DEFAULT_GRACE,
         Some(v) => match v.as_i64() {
@@ -223,10 +197,7 @@ pub async fn rotate_key(
         .rotate_key(account_id, key_id, &key, now, now + grace * 1000)
         .await?
     else {
-        return Err(GatewayError::new(
-            ErrorKind::NotFound,
-            format!("no live key `{key_id}` on this account"),
-        ));
+        return Err(no_key(key_id));
     };
     shared.keys.evict(&old_hash);
     let mut v = key_settings::show(&row, Some(0), now);
@@ -249,10 +220,7 @@ pub async fn revoke_key(
         .revoke_key(account_id, key_id, crate::clock::now_ms())
         .await?
     else {
-        return Err(GatewayError::new(
-            ErrorKind::NotFound,
-            format!("no key `{key_id}` on this account"),
-        ));
+        return Err(no_key(key_id));
     };
     shared.keys.evict(&hash);
     respond::json(

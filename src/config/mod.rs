@@ -161,6 +161,11 @@ retires_at = "2027-01-15"
 replacement = "zzz"
 [aliases]
 "a" = "nope"
+[storage]
+in_flight_ttl_secs = 0.5
+[mcp]
+allowed_hosts = [""]
+allowed_origins = ["https://a b"]
 "#;
         let errs = parse(text).unwrap_err();
         let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
@@ -173,6 +178,9 @@ replacement = "zzz"
             "models[0].tier",
             "models[0].retires_at",
             "models[0].replacement",
+            "storage.in_flight_ttl_secs",
+            "mcp.allowed_hosts",
+            "mcp.allowed_origins",
             "aliases.\"a\"",
         ] {
             assert!(paths.contains(&p), "missing {p} in {paths:?}");

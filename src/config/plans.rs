@@ -254,13 +254,23 @@ mod tests {
     #[test]
     fn bad_values_are_reported_with_their_path() {
         let sections: BTreeMap<String, PlanSection> =
-            toml::from_str("[free]\nrequests_per_day = 0\ngrant_credits = -5\n").unwrap();
+            toml::from_str("[free]\nrequests_per_day = 0\ngrant_credits = -5\ntokens_per_minute = 0\nconcurrent_requests = 0\n").unwrap();
         let mut errs = Vec::new();
         validate(&sections, &mut errs);
         let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(
             paths,
-            ["plans.free.requests_per_day", "plans.free.grant_credits"]
+            [
+                "plans.free.requests_per_day",
+                "plans.free.tokens_per_minute",
+                "plans.free.concurrent_requests",
+                "plans.free.grant_credits"
+            ]
         );
+        // A negative number is no number of tokens: refused by the parser.
+        assert!(toml::from_str::<BTreeMap<String, PlanSection>>(
+            "[free]\ntokens_per_minute = -1\n"
+        )
+        .is_err());
     }
 }

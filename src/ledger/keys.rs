@@ -232,10 +232,12 @@ impl Ledger {
     }
 
     /// What one key's requests were charged since `since_ms`, from its usage rows (those
-    /// written: a credit lease's rows wait up to one round).
+    /// written: a credit lease's rows wait up to one round). Read through the account's index
+    /// (account, time): `usage` has none on keys, and one would cost every usage row a write.
     pub async fn key_spent(&self, key_id: &str, since_ms: i64) -> Result<i64> {
         on_pool!(self, p => {
-            let row = sqlx::query("SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) AS spent FROM usage WHERE key_id = $1 AND created_at >= $2")
+            let row = sqlx::query("SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) AS spent FROM usage \
+                 WHERE account_id = (SELECT account_id FROM api_keys WHERE id = $1) AND key_id = $1 AND created_at >= $2")
                 .bind(key_id).bind(since_ms).fetch_one(p).await?;
             Ok(row.try_get("spent")?)
         })
