@@ -11,14 +11,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tollgate_testkit::openai::Mode;
 use tollgate_testkit::*;
 
+/// `gw`'s API with `key`.
 async fn api(gw: &Gateway, method: &str, path: &str, key: &str, body: &Value) -> Response {
-    gw.with_auth(
-        method,
-        path,
-        &format!("Bearer {key}"),
-        body.to_string().as_bytes(),
-    )
-    .await
+    gw.api_as(key, method, path, body).await
 }
 
 async fn key_with(gw: &Gateway, settings: Value) -> String {

@@ -7,14 +7,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tollgate_testkit::*;
 
+/// `gw`'s API with `key`.
 async fn api(gw: &Gateway, method: &str, path: &str, key: &str, body: &Value) -> Response {
-    gw.with_auth(
-        method,
-        path,
-        &format!("Bearer {key}"),
-        body.to_string().as_bytes(),
-    )
-    .await
+    gw.api_as(key, method, path, body).await
 }
 
 #[tokio::test]

@@ -142,6 +142,8 @@ mod tests {
     #[test]
     fn reports_every_error_with_its_path() {
         let text = r#"
+storage = { in_flight_ttl_secs = 0.5 }
+mcp = { allowed_hosts = [""], allowed_origins = ["https://a b"] }
 [server]
 listen = "nowhere"
 [timeouts]
@@ -161,11 +163,6 @@ retires_at = "2027-01-15"
 replacement = "zzz"
 [aliases]
 "a" = "nope"
-[storage]
-in_flight_ttl_secs = 0.5
-[mcp]
-allowed_hosts = [""]
-allowed_origins = ["https://a b"]
 "#;
         let errs = parse(text).unwrap_err();
         let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();

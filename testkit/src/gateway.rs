@@ -430,6 +430,13 @@ impl Gateway {
         .await
     }
 
+    /// A JSON request with `key` as its bearer token.
+    pub async fn api_as(&self, key: &str, method: &str, path: &str, body: &Value) -> Response {
+        let auth = format!("Bearer {key}");
+        self.with_auth(method, path, &auth, body.to_string().as_bytes())
+            .await
+    }
+
     /// A chat request with `key`, or as a guest.
     pub async fn chat_as(&self, key: Option<&str>, body: &Value) -> Response {
         let b = serde_json::to_vec(body).unwrap();
