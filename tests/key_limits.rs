@@ -249,3 +249,32 @@ async fn three_in_flight_of_twenty_streams_and_every_slot_comes_back() {
         "the slots were never held: {waited:?}"
     );
 }
+
+#[tokio::test]
+async fn a_plans_tokens_per_minute_hold_for_every_key_of_the_account() {
+    // 110 tokens a request; the plan allows 250 a minute to the account, whichever key.
+    let fake = FakeOpenAi::builder("p")
+        .mode(Mode::Usage(10, 100))
+        .start()
+        .await;
+    let opts = Opts {
+        plans: Some("[plans.pro]\nrequests_per_hour = 100000\ntokens_per_minute = 250\n".into()),
+        plan: Some("pro".into()),
+        ..Opts::default()
+    };
+    let gw = Gateway::start_opts(tollgate_bin!(), &one_model_config(&fake, "m"), opts).await;
+    let other = key_with(&gw, json!({})).await;
+    minute_with_room(Duration::from_secs(20)).await;
+    assert_eq!(chat_at(gw.addr, &gw.key, false).await.status, 200);
+    assert_eq!(chat_at(gw.addr, &other, true).await.status, 200);
+    let r = chat_at(gw.addr, &other, false).await;
+    let e = r.error(429, "rate_limit_exceeded");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the plan's limit of 250 tokens per minute"),
+        "{e}"
+    );
+    assert!(r.header("retry-after").is_some());
+}
