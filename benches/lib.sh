@@ -7,13 +7,14 @@
 # The binaries of `cargo build` honour CARGO_TARGET_DIR; so do we.
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 BENCH=$TARGET_DIR/release/tollgate-bench
+LEAN_FLOOR=$TARGET_DIR/release/examples/lean_floor
 TOLLGATE=$TARGET_DIR/release/tollgate
 LOADGEN=${LOADGEN:-bench}
 OHA_VERSION=${OHA_VERSION:-1.16.0}
 ADMIN_TOKEN=bench-admin-token-0123456789abcdef
 CLK_TCK=$(getconf CLK_TCK)
 # shellcheck disable=SC2034 # the ports, used by the scripts that source this
-FAKE=127.0.0.1:19100 NGX=127.0.0.1:19101 TG1=127.0.0.1:19102 TG2=127.0.0.1:19103 TOOLS=127.0.0.1:19104 ANTH=127.0.0.1:19105 NGX_TOOLS=127.0.0.1:19106 PGR=127.0.0.1:19107 PGR_TOOLS=127.0.0.1:19108
+FAKE=127.0.0.1:19100 NGX=127.0.0.1:19101 TG1=127.0.0.1:19102 TG2=127.0.0.1:19103 TOOLS=127.0.0.1:19104 ANTH=127.0.0.1:19105 NGX_TOOLS=127.0.0.1:19106 PGR=127.0.0.1:19107 PGR_TOOLS=127.0.0.1:19108 LEAN=127.0.0.1:19109 LEAN_TOOLS=127.0.0.1:19110
 
 need() { command -v "$1" >/dev/null 2>&1; }
 
@@ -29,7 +30,7 @@ bench_setup() { # [no-nginx]
     fi
   fi
   NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-  cargo build --release -p tollgate --bin tollgate -p tollgate-testkit --bin tollgate-bench 2>&1 | tail -1
+  cargo build --release -p tollgate --bin tollgate --example lean_floor -p tollgate-testkit --bin tollgate-bench 2>&1 | tail -1
   [ "$LOADGEN" = oha ] && ensure_oha
   work=$(mktemp -d)
   pids=()
@@ -107,15 +108,24 @@ NGINX
   "$NGINX" -c "$work/nginx.conf" -p "$work" 2>/dev/null
 }
 
-# Pingora's own proxy with no logic (`tollgate-bench pingora`), in front of the chat fake and
-# of the tool server: the floor for one hop on the framework Tollgate is built on, beside nginx.
+# The two floors on the framework Tollgate is built on, each in front of the chat fake and of
+# the tool server, beside nginx: Pingora's own proxy with no logic (`tollgate-bench pingora`:
+# pingora-proxy's generic upstream path, which Tollgate does not use), and the lean floor
+# (`examples/lean_floor.rs`: Tollgate's own path with no logic: answered from request_filter
+# after Tollgate's one-write exchange on its own idle lists). What Tollgate costs above "lean"
+# is its own logic.
 start_floor() {
   "$BENCH" pingora --listen "$PGR" --upstream "$FAKE" 2>/dev/null & pids+=($!)
   pingora_pid=$!
   "$BENCH" pingora --listen "$PGR_TOOLS" --upstream "$TOOLS" 2>/dev/null & pids+=($!)
   pingora_tools_pid=$!
+  "$LEAN_FLOOR" --listen "$LEAN" --upstream "$FAKE" 2>/dev/null & pids+=($!)
+  lean_pid=$!
+  "$LEAN_FLOOR" --listen "$LEAN_TOOLS" --upstream "$TOOLS" 2>/dev/null & pids+=($!)
+  lean_tools_pid=$!
   for _ in $(seq 1 50); do
-    curl -s -o /dev/null "http://$PGR/" && curl -s -o /dev/null "http://$PGR_TOOLS/" && break
+    curl -s -o /dev/null "http://$PGR/" && curl -s -o /dev/null "http://$PGR_TOOLS/" \
+      && curl -s -o /dev/null "http://$LEAN/" && curl -s -o /dev/null "http://$LEAN_TOOLS/" && break
     sleep 0.1
   done
 }
@@ -168,7 +178,7 @@ TOML
   TOLLGATE_BENCH_ANTHROPIC_KEY=sk-ant-bench TOLLGATE_ADMIN_TOKEN=$ADMIN_TOKEN TOLLGATE_LOG=warn "$TOLLGATE" serve --config "$work/$name.toml" 2>"$work/$name.log" &
   pids+=($!)
   eval "${name}_pid=$!"
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 "${TG_START_TRIES:-100}"); do
     curl -sf "http://$listen/readyz" 2>/dev/null | grep -q '"ledger":true' && break
     sleep 0.1
   done
@@ -188,6 +198,8 @@ proxy_pids() { # target name
     nginx) ps -o pid= --ppid "$(cat "$work/nginx.pid")" | tr '\n' ' ' ;;
     pingora) echo "${pingora_pid:-}" ;;
     pingora-tools) echo "${pingora_tools_pid:-}" ;;
+    lean) echo "${lean_pid:-}" ;;
+    lean-tools) echo "${lean_tools_pid:-}" ;;
     tollgate-sqlite) echo "${tg_sqlite_pid:-}" ;;
     tollgate-postgres-redis) echo "${tg_pg_pid:-}" ;;
   esac

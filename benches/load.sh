@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The proxy's overhead against its floor, in one run on this machine (issue 5):
 #   direct to a fast fake provider | nginx as a plain reverse proxy (the floor for one hop) |
-#   Pingora's own proxy with no logic (the floor on the framework Tollgate is built on) |
+#   Pingora's own proxy with no logic (pingora-proxy's upstream path, which Tollgate does not use) |
+#   the lean floor: Tollgate's own path with no logic (answered from request_filter after
+#   Tollgate's one-write upstream exchange on its idle lists: the floor on the framework as
+#   Tollgate uses it; examples/lean_floor.rs) |
 #   Tollgate on SQLite + in-process counters | Tollgate on Postgres + Redis (when they answer)
 # with auth, rate limiting and credit metering on for Tollgate. For each:
 #   (a) p50/p99 latency at a fixed 1,000 requests/s for 15 s (open loop, 64 connections)
@@ -20,7 +23,8 @@
 # every other front door (Responses, stored and with store: false; Messages; Gemini) and chat
 # with a key that has every control set (budget, allowlist, RPM, TPM, in-flight) through
 # Tollgate on SQLite beside its chat completions (the same prompt and fake), JSON and 500
-# streams, in a fifth.
+# streams, in a fifth; then 500 streams cut once at half their length and resumed on another
+# provider (X-Tollgate-Resume) vs the same streams uncut, time to last byte, in a sixth.
 # Loopback only; bounded.
 # LOADGEN=oha runs (a) and (b) with oha instead of our tollgate-bench (built once into the target
 # dir when missing), for the figures a benchmarker would get; the streams stay on ours.
@@ -37,7 +41,7 @@ start_nginx
 start_floor
 
 start_tollgate tg_sqlite "$TG1" "sqlite://$work/ledger.db" ""
-targets=("direct|$FAKE|" "nginx|$NGX|" "pingora|$PGR|" "tollgate-sqlite|$TG1|$tg_sqlite_key")
+targets=("direct|$FAKE|" "nginx|$NGX|" "pingora|$PGR|" "lean|$LEAN|" "tollgate-sqlite|$TG1|$tg_sqlite_key")
 if pg_isready -h 127.0.0.1 -q 2>/dev/null && redis-cli -h 127.0.0.1 ping 2>/dev/null | grep -q PONG; then
   PGDB="tollgate_bench_$$"
   psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $PGDB"
@@ -66,7 +70,7 @@ curl -sf "http://$TG1/api/v1/mcp/services" -H "Authorization: Bearer $tg_sqlite_
   -d "{\"slug\":\"bench-tools\",\"upstream_url\":\"http://$TOOLS/mcp\",\"default_credits\":1}" >/dev/null
 curl -sf -X POST "http://$TG1/api/v1/admin/mcp/services/bench-tools/approve" -H "$ADMIN" >/dev/null
 tools="$work/tools.jsonl"
-for t in "direct|http://$TOOLS/mcp|echo|" "nginx|http://$NGX_TOOLS/mcp|echo|" "pingora-tools|http://$PGR_TOOLS/mcp|echo|" "tollgate-sqlite|http://$TG1/mcp|bench-tools__echo|$tg_sqlite_key"; do
+for t in "direct|http://$TOOLS/mcp|echo|" "nginx|http://$NGX_TOOLS/mcp|echo|" "pingora-tools|http://$PGR_TOOLS/mcp|echo|" "lean-tools|http://$LEAN_TOOLS/mcp|echo|" "tollgate-sqlite|http://$TG1/mcp|bench-tools__echo|$tg_sqlite_key"; do
   IFS='|' read -r name url tool key <<<"$t"
   auth=()
   [ -n "$key" ] && auth=(--header "Authorization: Bearer $key")
@@ -94,7 +98,7 @@ done
 # Embeddings: a batch of 8 short inputs, the same body everywhere (the fake ignores the model).
 emb="$work/embeddings.jsonl"
 ebody='{"model":"bench-emb","input":["one","two","three","four","five","six","seven","eight"]}'
-for t in "direct|$FAKE|" "nginx|$NGX|" "pingora|$PGR|" "tollgate-sqlite|$TG1|$tg_sqlite_key"; do
+for t in "direct|$FAKE|" "nginx|$NGX|" "pingora|$PGR|" "lean|$LEAN|" "tollgate-sqlite|$TG1|$tg_sqlite_key"; do
   IFS='|' read -r name addr key <<<"$t"
   auth=()
   [ -n "$key" ] && auth=(--header "Authorization: Bearer $key")
@@ -143,21 +147,72 @@ for t in "chat|/v1/chat/completions||/v1/chat/completions|" \
   echo "{\"name\":\"$name\",\"rate\":$rate,\"max\":$max,\"streams\":$streams}" >> "$resp"
 done
 
-python3 - "$results" "$tools" "$anth" "$emb" "$resp" <<'PY'
+# Streams that survive a cut (issue 32): a second Tollgate on SQLite whose model `bench-cut` is
+# served by a fake that drops every stream at half its length (25 of 50 chunks), resumed on
+# `bench-whole` (the chat fake, the same tier); time to last byte of 500 such streams vs 500
+# uncut streams of `bench-whole` through the same instance, in the same run.
+CUT=127.0.0.1:19111 TG3=127.0.0.1:19112
+"$BENCH" fake --listen "$CUT" --words 50 --delay-ms 10 --die-after 25 2>/dev/null & pids+=($!)
+sed -e "s|^listen = .*|listen = \"$TG3\"|" -e "s|^database_url = .*|database_url = \"sqlite://$work/resume.db\"|" \
+  "$work/tg_sqlite.toml" > "$work/tg_resume.toml"
+cat >> "$work/tg_resume.toml" <<TOML
+[[providers]]
+name = "cut"
+endpoints = ["http://$CUT"]
+[[models]]
+id = "bench-cut"
+provider = "cut"
+tier = "powerful"
+input_credits_per_1k = 0.15
+output_credits_per_1k = 0.6
+[[models]]
+id = "bench-whole"
+provider = "fake"
+tier = "powerful"
+input_credits_per_1k = 0.15
+output_credits_per_1k = 0.6
+TOML
+TOLLGATE_BENCH_ANTHROPIC_KEY=sk-ant-bench TOLLGATE_ADMIN_TOKEN=$ADMIN_TOKEN TOLLGATE_LOG=warn "$TOLLGATE" serve --config "$work/tg_resume.toml" 2>"$work/tg_resume.log" &
+pids+=($!)
+for _ in $(seq 1 100); do
+  curl -sf "http://$TG3/readyz" 2>/dev/null | grep -q '"ledger":true' && break
+  sleep 0.1
+done
+signup=$(curl -sf "http://$TG3/api/v1/auth/signup" -d "{\"email\":\"resume-$$@example.com\",\"password\":\"benchmark1\"}")
+uid=$(echo "$signup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["user_id"])')
+rkey=$(echo "$signup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["api_key"])')
+curl -sf -X PUT "http://$TG3/api/v1/admin/accounts/$uid/plan" -H "Authorization: Bearer $ADMIN_TOKEN" -d '{"plan":"business","requests_per_hour":1000000000}' >/dev/null
+curl -sf "http://$TG3/api/v1/admin/accounts/$uid/credits" -H "Authorization: Bearer $ADMIN_TOKEN" -d '{"delta":100000000,"reason":"bench"}' >/dev/null
+cut="$work/resume.jsonl"
+for t in "uncut|bench-whole" "cut-once-resumed|bench-cut"; do
+  IFS='|' read -r name m <<<"$t"
+  echo "== resumed streams $name" >&2
+  streams=$("$BENCH" load --url "http://$TG3/v1/chat/completions" --mode streams --conns "$STREAMS" --stream --model "$m" \
+    --header "Authorization: Bearer $rkey" --header "X-Tollgate-Resume: on")
+  echo "{\"name\":\"$name\",\"streams\":$streams}" >> "$cut"
+done
+
+python3 - "$results" "$tools" "$anth" "$emb" "$resp" "$cut" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {r["name"]: r for r in rows}
 d, n = by["direct"], by["nginx"]
+lean = by.get("lean", n)
 def added(r, k): return r["rate"][k] - d["rate"][k]
 print()
-def cpu(r, base=None):
-    # CPU µs of the proxy per request of the closed-loop run; none for direct.
+def cpu_of(r):
+    return r["max"]["cpu_us"] / max(r["max"].get("requests", 0), 1)
+def cpu(r, base=None, floor=None):
+    # CPU µs of the proxy per request of the closed-loop run; none for direct. Ratios to
+    # nginx's and to the lean floor's when given.
     if r["name"] == "direct" or not r["max"].get("requests"):
         return "–"
-    c = r["max"]["cpu_us"] / r["max"]["requests"]
+    c = cpu_of(r)
+    if base and floor:
+        return f"{c:.1f} ({c / base:.2f}×, {c / floor:.2f}×)"
     return f"{c:.1f} ({c / base:.2f}×)" if base else f"{c:.1f}"
-ncpu = n["max"]["cpu_us"] / max(n["max"].get("requests", 0), 1)
-print("| target | p50 µs @1k rps | p99 µs | added p50 (× nginx's) | added p99 (× nginx's) | max rps @64 conns (× nginx) | CPU µs/req (× nginx's) | 500 streams TTLB p50 / p99 ms (p99 × direct) | errors | RSS MB |")
+ncpu, lcpu = cpu_of(n), cpu_of(lean)
+print("| target | p50 µs @1k rps | p99 µs | added p50 (× nginx's) | added p99 (× nginx's) | max rps @64 conns (× nginx, × lean) | CPU µs/req (× nginx's, × lean's) | 500 streams TTLB p50 / p99 ms (p99 × direct) | errors | RSS MB |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     name = r["name"]
@@ -165,30 +220,33 @@ for r in rows:
     n50, n99 = added(n, "p50_us"), added(n, "p99_us")
     x50 = f"{a50} ({a50 / n50:.2f}×)" if name not in ("direct", "nginx") and n50 > 0 else str(a50)
     x99 = f"{a99} ({a99 / n99:.2f}×)" if name not in ("direct", "nginx") and n99 > 0 else str(a99)
-    rps = f'{r["max"]["rps"]:.0f} ({r["max"]["rps"] / n["max"]["rps"]:.2f}×)'
+    rps = f'{r["max"]["rps"]:.0f} ({r["max"]["rps"] / n["max"]["rps"]:.2f}×, {r["max"]["rps"] / lean["max"]["rps"]:.2f}×)'
     s = r["streams"]
     ttlb = f'{s["p50_us"]/1000:.1f} / {s["p99_us"]/1000:.1f} ({s["p99_us"] / max(d["streams"]["p99_us"], 1):.2f}×)'
     errors = r["rate"]["errors"] + r["max"]["errors"] + s["errors"]
-    c = cpu(r, ncpu if name not in ("direct", "nginx") and ncpu > 0 else None)
+    c = cpu(r, ncpu if name not in ("direct", "nginx") and ncpu > 0 else None, lcpu if name not in ("direct", "nginx", "lean") and lcpu > 0 else None)
     print(f'| {name} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x50} | {x99} | {rps} | {c} | {ttlb} | {errors} | {r["rss_kb"] / 1024:.1f} |')
 print()
-print("targets: added p50 ≤ 1.5× nginx's, added p99 ≤ 2× nginx's, max rps ≥ 0.7× nginx, CPU/req ≤ 3× nginx's, streams: no errors, TTLB p99 ≤ 1.1× direct, RSS ≤ 64 MB")
+print("targets: added p50 ≤ 1.5× nginx's, added p99 ≤ 2× nginx's, max rps ≥ 0.7× nginx, CPU/req ≤ 2× nginx's, streams: no errors, TTLB p99 ≤ 1.1× direct, RSS ≤ 48 MB")
 tools = [json.loads(l) for l in open(sys.argv[2])]
 td = tools[0]
 chat_added = by["tollgate-sqlite"]["rate"]["p50_us"] - d["rate"]["p50_us"]
 print()
 tn = next((r for r in tools if r["name"] == "nginx"), td)
 tp = next((r for r in tools if r["name"] == "pingora-tools"), td)
-print("| tools/call | p50 µs @1k rps | p99 µs | added p50 (× the chat path's added p50) | max rps @64 conns (× direct, × nginx, × pingora) | CPU µs/req | errors |")
+tl = next((r for r in tools if r["name"] == "lean-tools"), td)
+tncpu, tlcpu = cpu_of(tn), cpu_of(tl)
+print("| tools/call | p50 µs @1k rps | p99 µs | added p50 (× the chat path's added p50) | max rps @64 conns (× direct, × nginx, × pingora, × lean) | CPU µs/req (× nginx's, × lean's) | errors |")
 print("|---|---|---|---|---|---|---|")
 for r in tools:
     a50 = r["rate"]["p50_us"] - td["rate"]["p50_us"]
     x = f"{a50} ({a50 / chat_added:.2f}×)" if r["name"].startswith("tollgate") and chat_added > 0 else str(a50)
     m = r["max"]["rps"]
-    rps = f'{m:.0f} ({m / td["max"]["rps"]:.2f}×, {m / tn["max"]["rps"]:.2f}×, {m / tp["max"]["rps"]:.2f}×)'
-    print(f'| {r["name"].removesuffix("-tools")} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x} | {rps} | {cpu(r)} | {r["rate"]["errors"] + r["max"]["errors"]} |')
+    rps = f'{m:.0f} ({m / td["max"]["rps"]:.2f}×, {m / tn["max"]["rps"]:.2f}×, {m / tp["max"]["rps"]:.2f}×, {m / tl["max"]["rps"]:.2f}×)'
+    c = cpu(r, tncpu, tlcpu) if r["name"].startswith("tollgate") else cpu(r)
+    print(f'| {r["name"].removesuffix("-tools")} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x} | {rps} | {c} | {r["rate"]["errors"] + r["max"]["errors"]} |')
 print()
-print("targets: tools/call max rps ≥ 0.5× direct, added p50 ≤ 2× the chat path's")
+print("targets: tools/call max rps ≥ 0.7× nginx's, added p50 ≤ 2× the chat path's")
 an = [json.loads(l) for l in open(sys.argv[3])]
 ad = an[0]
 print()
@@ -223,4 +281,12 @@ for r in rs:
     s = r["streams"]
     errors = r["rate"]["errors"] + r["max"]["errors"] + s["errors"]
     print(f'| {r["name"]} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x} | {rps} | {cpu(r)} | {s["p50_us"]/1000:.1f} / {s["p99_us"]/1000:.1f} | {errors} |')
+cs = [json.loads(l) for l in open(sys.argv[6])]
+cu = cs[0]["streams"]
+print()
+print("| 500 streams of 50 chunks, tollgate-sqlite | TTLB p50 / p99 ms | × uncut (p50, p99) | errors |")
+print("|---|---|---|---|")
+for r in cs:
+    s = r["streams"]
+    print(f'| {r["name"]} | {s["p50_us"]/1000:.1f} / {s["p99_us"]/1000:.1f} | {s["p50_us"] / max(cu["p50_us"], 1):.2f}×, {s["p99_us"] / max(cu["p99_us"], 1):.2f}× | {s["errors"]} |')
 PY
