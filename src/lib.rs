@@ -44,7 +44,9 @@
 //! [`mcp`] is the tool marketplace: developers register paid tool servers and the operator
 //! approves them ([`mcp::developer`], [`mcp::operator`]); agents call their tools through `/mcp`.
 //!
-//! 1. The route table lets only API keys in and leaves the plan's limit to the call itself.
+//! 1. The route table lets only API keys in (or an OAuth access token, which acts as its
+//!    grant's key: [`oauth`] is the authorization server MCP clients sign in with) and leaves
+//!    the plan's limit to the call itself.
 //! 2. [`mcp::endpoint`] reads the JSON-RPC message, finds the tool among the live services
 //!    ([`tool_servers::cache`], re-read from the [`ledger`] after a short time) and admits the call
 //!    against the caller's plan in [`limits`].
@@ -100,6 +102,7 @@ pub mod logging;
 pub mod mcp;
 pub mod metering;
 pub mod metrics;
+pub mod oauth;
 pub mod payments;
 pub mod proxy;
 pub mod request;

@@ -43,6 +43,8 @@ pub struct Shared {
     /// Set once by the ledger service, inside Pingora's long-lived runtime.
     pub ledger: tokio::sync::OnceCell<Ledger>,
     pub keys: KeyCache,
+    /// OAuth access tokens on the MCP endpoints, cached as briefly as keys (`oauth::cache`).
+    pub oauth_tokens: crate::oauth::cache::TokenCache,
     pub limiter: Limiter,
     pub leases: Leases,
     /// Storage settings as read at start (not reloadable).
@@ -76,6 +78,7 @@ impl Shared {
             metrics: Metrics::new(),
             ledger: tokio::sync::OnceCell::new(),
             keys: KeyCache::default(),
+            oauth_tokens: crate::oauth::cache::TokenCache::default(),
             limiter: Limiter::new(
                 storage
                     .redis_url

@@ -38,6 +38,8 @@
 //! - [`translator`]: what the stream relay asks of a translator
 //!   ([`translator::StreamTranslator`]),
 //!   implemented by [`openai::stream`] and [`anthropic::stream`].
+//! - [`resume`]: streams that survive a cut: the seam that writes a later provider's leg as
+//!   the rest of the client's stream, the opt-in and the continuation request.
 //! - [`tokens`]: the BPE tokenizer fallback when an upstream reports no usage.
 //! - [`error`]: the one error type of the gateway and its mapping to HTTP status and
 //!   `{"error":{…}}` JSON. Every error a client sees is built here.
@@ -67,6 +69,7 @@ pub mod net;
 pub mod openai;
 pub mod ratelimit;
 pub mod responses;
+pub mod resume;
 pub mod route;
 pub mod sse;
 pub mod stripe;

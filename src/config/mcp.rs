@@ -25,6 +25,9 @@ pub struct McpSection {
     pub allowed_hosts: Vec<String>,
     /// `Origin` values they answer besides the public URL's; `"*"`: any.
     pub allowed_origins: Vec<String>,
+    /// The environment variable holding the secret that seals the ids of a tool server's
+    /// requests relayed to agents (`tollgate_filters::mcp::ask`); the same on every instance.
+    pub relay_secret_env: String,
 }
 
 impl Default for McpSection {
@@ -38,9 +41,13 @@ impl Default for McpSection {
             refresh_secs: 600.0,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            relay_secret_env: "TOLLGATE_MCP_RELAY_SECRET".into(),
         }
     }
 }
+
+/// The shortest relay secret accepted.
+const MIN_RELAY_SECRET_CHARS: usize = 32;
 
 #[derive(Debug, Clone)]
 pub struct Mcp {
@@ -52,6 +59,9 @@ pub struct Mcp {
     pub refresh: Duration,
     pub allowed_hosts: Vec<String>,
     pub allowed_origins: Vec<String>,
+    /// The relay secret from `relay_secret_env`, read at load; `None`: unset, and each
+    /// instance uses one it generated (answers then reach only the instance that relayed).
+    pub relay_secret: Option<Vec<u8>>,
 }
 
 impl McpSection {
@@ -79,6 +89,21 @@ impl McpSection {
                 ));
             }
         }
+        let relay_secret = std::env::var(&self.relay_secret_env)
+            .ok()
+            .filter(|t| !t.is_empty());
+        if relay_secret
+            .as_ref()
+            .is_some_and(|t| t.chars().count() < MIN_RELAY_SECRET_CHARS)
+        {
+            errs.push(err(
+                "mcp.relay_secret_env",
+                format!(
+                    "the secret in ${} must be at least {MIN_RELAY_SECRET_CHARS} characters (or unset)",
+                    self.relay_secret_env
+                ),
+            ));
+        }
         if self.max_result_bytes < 1024 {
             errs.push(err("mcp.max_result_bytes", "must be at least 1024"));
         }
@@ -91,6 +116,30 @@ impl McpSection {
             refresh: secs("mcp.refresh_secs", self.refresh_secs, errs),
             allowed_hosts: self.allowed_hosts.clone(),
             allowed_origins: self.allowed_origins.clone(),
+            relay_secret: relay_secret.map(String::into_bytes),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_short_relay_secret_is_refused() {
+        // A variable only this test sets (tests share the process environment).
+        std::env::set_var("TOLLGATE_TEST_RELAY_SECRET_SHORT", "too-short");
+        std::env::set_var("TOLLGATE_TEST_RELAY_SECRET_LONG", "x".repeat(32));
+        let errs =
+            super::super::parse("[mcp]\nrelay_secret_env = \"TOLLGATE_TEST_RELAY_SECRET_SHORT\"\n")
+                .unwrap_err();
+        assert!(errs
+            .iter()
+            .any(|e| e.to_string().contains("mcp.relay_secret_env")));
+        let c =
+            super::super::parse("[mcp]\nrelay_secret_env = \"TOLLGATE_TEST_RELAY_SECRET_LONG\"\n")
+                .unwrap();
+        assert_eq!(c.mcp.relay_secret, Some(vec![b'x'; 32]));
+        let c = super::super::parse("[mcp]\nrelay_secret_env = \"TOLLGATE_TEST_RELAY_UNSET\"\n")
+            .unwrap();
+        assert_eq!(c.mcp.relay_secret, None);
     }
 }

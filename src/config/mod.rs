@@ -14,9 +14,11 @@ pub mod billing;
 pub mod error;
 pub mod mcp;
 pub mod models;
+pub mod oauth;
 pub mod plans;
 pub mod providers;
 pub mod responses;
+pub mod routing;
 pub mod server;
 pub mod storage;
 pub mod timeouts;
@@ -29,38 +31,29 @@ pub use mcp::Mcp;
 pub use plans::Plans;
 pub use providers::{EndpointUrl, Provider, ProviderKind};
 pub use responses::Responses;
+pub use routing::Routing;
 pub use server::Server;
 pub use storage::{FailureMode, Storage};
 pub use timeouts::Timeouts;
 
 /// The file as written.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 struct ConfigFile {
-    #[serde(default)]
     server: server::ServerSection,
-    #[serde(default)]
     storage: storage::StorageSection,
-    #[serde(default)]
     responses: responses::ResponsesSection,
-    #[serde(default)]
     timeouts: timeouts::TimeoutsSection,
-    #[serde(default)]
     providers: Vec<providers::ProviderSection>,
-    #[serde(default)]
     models: Vec<models::ModelSection>,
-    #[serde(default)]
     aliases: BTreeMap<String, String>,
-    #[serde(default)]
     alias_changes: Vec<models::AliasChangeSection>,
-    #[serde(default)]
     plans: BTreeMap<String, plans::PlanSection>,
-    #[serde(default)]
     billing: Option<billing::BillingSection>,
-    #[serde(default)]
     mcp: mcp::McpSection,
-    #[serde(default)]
     abuse: abuse::AbuseSection,
+    oauth: oauth::OAuthSection,
+    routing: routing::RoutingSection,
 }
 
 /// A validated config: what the gateway runs on.
@@ -77,6 +70,8 @@ pub struct Config {
     pub mcp: Mcp,
     pub abuse: Abuse,
     pub responses: Responses,
+    pub oauth: oauth::OAuth,
+    pub routing: Routing,
 }
 
 pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigError>> {
@@ -107,6 +102,7 @@ fn validate(file: &ConfigFile) -> Result<Config, Vec<ConfigError>> {
     let mut errs = Vec::new();
     let server = file.server.validate(&mut errs);
     let providers = providers::validate(&file.providers, server.listen, &mut errs);
+    let model_ids: Vec<&str> = file.models.iter().map(|m| m.id.as_str()).collect();
     let config = Config {
         billing: file
             .billing
@@ -127,6 +123,8 @@ fn validate(file: &ConfigFile) -> Result<Config, Vec<ConfigError>> {
         mcp: file.mcp.validate(&mut errs),
         abuse: file.abuse.validate(&mut errs),
         responses: file.responses.validate(&mut errs),
+        oauth: file.oauth.validate(&mut errs),
+        routing: file.routing.validate(&file.plans, &model_ids, &mut errs),
     };
     if errs.is_empty() {
         Ok(config)

@@ -24,7 +24,15 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 
 /// The pages the app knows under `/dashboard/` (`ROUTES` in `assets/app.js` lists the same);
 /// another name is answered 404 (with the shell still, so the app can say so and link back).
-const PAGES: &[&str] = &["keys", "usage", "billing", "developer", "operator"];
+const PAGES: &[&str] = &[
+    "keys",
+    "usage",
+    "billing",
+    "developer",
+    "operator",
+    "authorize",
+    "apps",
+];
 
 struct Asset {
     name: &'static str,
@@ -55,6 +63,7 @@ const ASSETS: &[Asset] = &[
     asset!("pages-usage.js", JS),
     asset!("pages-dev.js", JS),
     asset!("pages-ops.js", JS),
+    asset!("pages-oauth.js", JS),
     asset!("app.js", JS),
 ];
 

@@ -3,7 +3,8 @@
 //! passes its other methods through, unbilled. Stateless: no session id is issued, so any
 //! instance answers any request (nothing is pinned to the replica that saw `initialize`).
 //! Replies are single JSON objects (`application/json`), which the transport allows for every
-//! request; notifications and responses get 202. Both protocol eras: 2025 clients open with
+//! request, or an event stream for a call that relays a tool server's messages; notifications
+//! get 202, and responses (answers to a server's requests) are delivered ([`asks`](super::asks)). Both protocol eras: 2025 clients open with
 //! `initialize`; 2026-07-28 clients are stateless and answered in their era's shape
 //! ([`stateless`](super::stateless)).
 
@@ -22,7 +23,7 @@ use tollgate_filters::mcp::{
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::forward::{forward, passthrough};
-use super::{relay, stateless};
+use super::{asks, inputs, relay, stateless};
 use crate::auth::caller::{self, Caller};
 use crate::ledger::mcp::Service;
 use crate::metering::tool::{self, ToolCall};
@@ -60,7 +61,23 @@ pub async fn handle(
     .await?;
     let (id, method, params) = match parse_message(&raw) {
         Ok(Incoming::Request { id, method, params }) => (id, method, params),
-        Ok(Incoming::Notification { .. } | Incoming::Response) => {
+        Ok(Incoming::Response { id }) => {
+            // The agent's answer to a tool server's request relayed during a call.
+            let allowed = key.allowed_tools.as_deref();
+            asks::answer(
+                shared,
+                session,
+                ctx,
+                &key.account_id,
+                allowed,
+                slug,
+                &raw,
+                id,
+            )
+            .await;
+            return Ok(());
+        }
+        Ok(Incoming::Notification { .. }) => {
             respond::send(session, ctx, 202, "application/json", Vec::new(), &[]).await;
             return Ok(());
         }
@@ -111,6 +128,7 @@ pub async fn handle(
             "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
         }))),
         "ping" => Ok(raw_json(&json!({}))),
+        "subscriptions/listen" => Err(stateless::no_listen()),
         "tools/list" => Ok(raw_json(
             &json!({"tools": list(&scope, slug.is_some(), allowed)}),
         )),
@@ -123,6 +141,7 @@ pub async fn handle(
                 key: &key.key_id,
                 allowed,
                 budget: key.limits.budget,
+                is_2026,
                 opened: false,
             };
             let out = call.run(session, ctx, caller, &scope, slug.is_some()).await;
@@ -214,6 +233,8 @@ struct Call<'a> {
     /// The key's tool allowlist (`None`: every tool); a tool outside it is unknown to the call.
     allowed: Option<&'a [String]>,
     budget: Option<(i64, tollgate_filters::budget::Period)>,
+    /// The call is of the 2026-07-28 era.
+    is_2026: bool,
     /// The agent's answer became an event stream (the server's notifications relayed).
     opened: bool,
 }
@@ -299,13 +320,14 @@ impl Call<'_> {
         // The agent's params as sent, but for the tool's own name.
         let params = tool_call_params(params, &members, tool);
         let timeout = rt.config.mcp.call_timeout;
-        let relayed = relay::wanted(session, self.params);
+        let relayed = relay::wanted(session, self.params, self.is_2026);
         let reply = match Upstream::resolve(self.shared, &service.upstream_url, timeout).await {
-            Ok(up) if relayed => {
-                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-                let up = up.relaying(tx);
-                let call = up.request("tools/call", Some(&params));
-                let (reply, opened) = relay::drive(session, ctx, call, rx).await;
+            Ok(up) if relayed.is_some() => {
+                let (notes, asks) = relayed.unwrap_or_default();
+                let sealer = asks::Sealer::new(self.shared, &service.slug, self.account, timeout);
+                let (reply, opened) =
+                    inputs::call(self.shared, session, ctx, up, &params, notes, asks, &sealer)
+                        .await;
                 self.opened = opened;
                 reply
             }

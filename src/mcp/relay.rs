@@ -1,8 +1,10 @@
-//! A tool server's progress and log notifications during a `tools/call`, relayed to the agent
-//! that asked for them (a `progressToken` in the call's `_meta`, and `text/event-stream` in its
-//! `Accept`): the answer becomes an event stream, opened at the first notification, each
-//! notification an event as the server sent it, and the call's response the last event. An
-//! agent that did not ask, or a call with no notification, gets its one JSON reply as before.
+//! A tool server's messages during a `tools/call`, relayed to the agent: its progress and log
+//! notifications when the agent asked for them (a `progressToken` in the call's `_meta`, and
+//! `text/event-stream` in its `Accept`), its requests to the client (sampling, elicitation,
+//! roots, ping) when the answer may be an event stream and the client is of the 2025 era, each
+//! with a sealed id ([`asks`](super::asks)). The answer becomes an event stream, opened at the
+//! first message, each an event as the server sent it (but for a request's id), and the call's
+//! response the last event. An agent whose call had none gets its one JSON reply as before.
 //! The charge does not change: the call is settled when its response is known, before the
 //! last event.
 
@@ -14,11 +16,15 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tollgate_filters::json::raw;
 
+use super::asks::Sealer;
 use crate::request::ctx::RequestCtx;
 use crate::request::respond;
+use crate::tool_servers::reply::Relayed;
 
-/// Whether the agent asked for the call's notifications.
-pub fn wanted(session: &Session, params: Option<&RawValue>) -> bool {
+/// What the agent's answer can carry: `None`, nothing (it takes no event stream); else
+/// whether it asked for notifications, and whether the server's requests may be relayed
+/// (a 2026-07-28 client is asked for input with results, not requests).
+pub fn wanted(session: &Session, params: Option<&RawValue>, is_2026: bool) -> Option<(bool, bool)> {
     let sse = session
         .req_header()
         .headers
@@ -33,35 +39,53 @@ pub fn wanted(session: &Session, params: Option<&RawValue>) -> bool {
                 .map(|meta| raw::get(&meta, "progressToken").is_some())
         })
         .unwrap_or(false);
-    sse && token
+    sse.then_some((token, !is_2026))
 }
 
 /// Runs `call`, writing each notification that arrives meanwhile to the agent as an event
-/// (the stream opened at the first); returns the call's outcome and whether the stream was
-/// opened (then the response must go out with [`finish`]).
+/// (the stream opened at the first, unless `opened` already); returns the call's outcome and
+/// whether the stream is open (then the response must go out with [`finish`]).
 pub async fn drive<T>(
     session: &mut Session,
     ctx: &RequestCtx,
     call: impl Future<Output = T>,
-    mut notes: UnboundedReceiver<Vec<u8>>,
+    notes: &mut UnboundedReceiver<Relayed>,
+    sealer: &Sealer,
+    mut opened: bool,
 ) -> (T, bool) {
     tokio::pin!(call);
-    let mut opened = false;
     let out = loop {
         tokio::select! {
             out = &mut call => break out,
-            Some(note) = notes.recv() => opened = event(session, ctx, &note, opened).await,
+            Some(m) = notes.recv() => opened = relay(session, ctx, m, sealer, opened).await,
         }
     };
     // What arrived with the response, in order, before it.
-    while let Ok(note) = notes.try_recv() {
-        opened = event(session, ctx, &note, opened).await;
+    while let Ok(m) = notes.try_recv() {
+        opened = relay(session, ctx, m, sealer, opened).await;
     }
     (out, opened)
 }
 
+async fn relay(
+    session: &mut Session,
+    ctx: &RequestCtx,
+    m: Relayed,
+    sealer: &Sealer,
+    opened: bool,
+) -> bool {
+    match m {
+        Relayed::Note(note) => event(session, ctx, &note, opened).await,
+        Relayed::Ask(a) => match sealer.seal(&a) {
+            Some(request) => event(session, ctx, &request, opened).await,
+            // Not an object: not a request the agent could answer.
+            None => opened,
+        },
+    }
+}
+
 /// Writes one event, opening the stream first when it is not; true once opened.
-async fn event(session: &mut Session, ctx: &RequestCtx, data: &[u8], opened: bool) -> bool {
+pub async fn event(session: &mut Session, ctx: &RequestCtx, data: &[u8], opened: bool) -> bool {
     if !opened {
         let Some(mut h) = respond::header(200, ctx, &[]) else {
             return false;

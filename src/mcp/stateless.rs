@@ -8,7 +8,7 @@ use pingora::proxy::Session;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use tollgate_filters::mcp::era::{self, Headers};
-use tollgate_filters::mcp::RpcError;
+use tollgate_filters::mcp::{RpcError, METHOD_NOT_FOUND};
 
 /// The routing headers of the request.
 pub fn headers(session: &Session) -> Headers<'_> {
@@ -24,6 +24,18 @@ pub fn headers(session: &Session) -> Headers<'_> {
 /// The answer to `server/discover`; a tools list may be cached for `ttl_ms`.
 pub fn discover(ttl_ms: u64) -> Result<Box<RawValue>, RpcError> {
     Ok(raw(era::discover_result(env!("CARGO_PKG_VERSION"), ttl_ms)))
+}
+
+/// `subscriptions/listen` is refused by name, on both endpoints and in both eras: it is a
+/// long-lived stream of change notifications, which every instance would have to hold open for
+/// every client (and relay from every tool server); lists say how long they may be kept
+/// (`ttlMs`) instead.
+pub fn no_listen() -> RpcError {
+    RpcError::new(
+        Value::Null,
+        METHOD_NOT_FOUND,
+        "subscriptions/listen is not offered: poll tools/list after its ttlMs",
+    )
 }
 
 /// A 2026 answer: the result in the era's shape, or the error with its status.

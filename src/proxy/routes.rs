@@ -121,6 +121,10 @@ pub async fn dispatch(
     }
     let caller = match route.access {
         Open => Caller::Guest,
+        // The MCP endpoints take an OAuth access token too, and challenge with its metadata.
+        Key if path.starts_with("/mcp") => {
+            crate::oauth::bearer::caller(shared, session, ctx, &path).await?
+        }
         KeyOrGuest | Key => caller::authenticate(shared, session, false).await?,
         Anyone | KeyOrSession => caller::authenticate(shared, session, true).await?,
         Admin => caller::admin(shared, session).await?,

@@ -14,7 +14,8 @@ use crate::chat::models::Listing;
 use crate::request::ctx::RequestCtx;
 use crate::runtime::Shared;
 use crate::{
-    accounts, admin, chat, completions, dashboard, embeddings, gemini, mcp, payments, responses,
+    accounts, admin, chat, completions, dashboard, embeddings, gemini, mcp, oauth, payments,
+    responses,
 };
 use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Open};
 use Limit::{Free, Guests, Logins, PerToolCall, Plan, Signups};
@@ -32,7 +33,8 @@ pub enum Access {
     /// the dashboard shows).
     Anyone,
     /// An API key only, through this gateway's own host and from no other site's page (the
-    /// MCP endpoints: DNS-rebinding protection, `mcp::origin`, 403 before anything else).
+    /// MCP endpoints: DNS-rebinding protection, `mcp::origin`, 403 before anything else). On
+    /// `/mcp*` an OAuth access token too, acting as its grant's key (`oauth::bearer`).
     Key,
     /// An API key, or a dashboard session cookie.
     KeyOrSession,
@@ -229,6 +231,34 @@ routes! {
         => payments::unclaimed::list(shared, session, ctx).await;
     AdminAssign: "POST" "/api/v1/admin/billing/unclaimed/{id}/assign", (Admin, Free), "api"
         => payments::unclaimed::assign(shared, session, ctx, id).await;
+    // OAuth 2.1 for MCP clients (src/oauth): discovery, registration, authorization, tokens.
+    // Registration writes a row per call: counted per address like logins.
+    OAuthResource: "GET" "/.well-known/oauth-protected-resource", (Open, Free), "oauth"
+        => oauth::metadata::protected_resource(shared, session, ctx, None).await;
+    OAuthResourceAll: "GET" "/.well-known/oauth-protected-resource/mcp", (Open, Free), "oauth"
+        => oauth::metadata::protected_resource(shared, session, ctx, None).await;
+    OAuthResourceOne: "GET" "/.well-known/oauth-protected-resource/mcp/{id}", (Open, Free), "oauth"
+        => oauth::metadata::protected_resource(shared, session, ctx, Some(id)).await;
+    OAuthServer: "GET" "/.well-known/oauth-authorization-server", (Open, Free), "oauth"
+        => oauth::metadata::authorization_server(shared, session, ctx).await;
+    OpenIdConfiguration: "GET" "/.well-known/openid-configuration", (Open, Free), "oauth"
+        => oauth::metadata::authorization_server(shared, session, ctx).await;
+    OAuthRegister: "POST" "/oauth/register", (Open, Logins), "oauth"
+        => oauth::register::register(shared, session, ctx).await;
+    OAuthAuthorize: "GET" "/oauth/authorize", (Open, Free), "oauth"
+        => oauth::authorize::start(shared, session, ctx).await;
+    OAuthToken: "POST" "/oauth/token", (Open, Free), "oauth"
+        => oauth::token::token(shared, session, ctx).await;
+    OAuthRevoke: "POST" "/oauth/revoke", (Open, Free), "oauth"
+        => oauth::token::revoke(shared, session, ctx).await;
+    OAuthConsent: "GET" "/api/v1/oauth/authorize", (KeyOrSession, Free), "api"
+        => oauth::authorize::describe(shared, session, ctx, caller).await;
+    OAuthDecide: "POST" "/api/v1/oauth/authorize", (KeyOrSession, Free), "api"
+        => oauth::authorize::decide(shared, session, ctx, caller).await;
+    OAuthGrants: "GET" "/api/v1/oauth/grants", (KeyOrSession, Free), "api"
+        => oauth::grants::list(shared, session, ctx, caller).await;
+    OAuthRevokeGrant: "DELETE" "/api/v1/oauth/grants/{id}", (KeyOrSession, Free), "api"
+        => oauth::grants::revoke(shared, session, ctx, caller, id).await;
     McpAll: "POST" "/mcp", (Key, PerToolCall), "mcp"
         => mcp::endpoint::handle(shared, session, ctx, caller, None).await;
     McpOne: "POST" "/mcp/{id}", (Key, PerToolCall), "mcp"

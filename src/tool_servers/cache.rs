@@ -2,12 +2,17 @@
 //! instance can rebuild: the live services (re-read from the ledger after a short time, so an
 //! approval or suspension anywhere applies everywhere within [`LIVE_TTL`]), and the gateway's
 //! own MCP sessions with upstream tool servers (re-initialised when an upstream forgets one).
-//! Agents' sessions are not kept at all: the `/mcp` endpoint issues none.
+//! Agents' sessions are not kept at all: the `/mcp` endpoint issues none. Two things are not a
+//! cache: the relay secret an instance made up when none is configured, and the calls waiting
+//! here for a 2025 agent's answer to a 2026 server's input request (an answer that reaches
+//! another instance comes through Redis, `mcp::asks`; without Redis it must reach this one).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
 
 use crate::ledger::mcp::Service;
 
@@ -34,6 +39,12 @@ pub struct McpCache {
     sessions: Mutex<HashMap<String, UpstreamSession>>,
     /// `host:port` → the address it resolved to, and when.
     resolved: Mutex<HashMap<String, (Instant, SocketAddr)>>,
+    /// The relay secret this instance made up when `[mcp] relay_secret_env` is unset (kept
+    /// across reloads, so the ids it issued stay good).
+    generated: OnceLock<[u8; 32]>,
+    /// Calls waiting on this instance for an agent's answer to an input a 2026-07-28 server
+    /// asked for (`mcp::inputs`), by the nonce sealed into the id the agent was sent.
+    waiting: Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>,
 }
 
 impl McpCache {
@@ -87,6 +98,37 @@ impl McpCache {
                 g.clear();
             }
             g.insert(host_port.to_owned(), (Instant::now(), addr));
+        }
+    }
+
+    /// This instance's own relay secret, made up at first use.
+    pub fn generated_secret(&self) -> [u8; 32] {
+        *self.generated.get_or_init(|| {
+            tracing::warn!("no MCP relay secret is set ([mcp] relay_secret_env): this instance made one up, so agents' answers to tool servers' requests reach tool servers only through this instance; set the same secret on every instance");
+            rand::random()
+        })
+    }
+
+    /// Waits for the answer sealed with `nonce` ([`McpCache::answered`]); forget it with
+    /// [`McpCache::unwait`] when the wait is over, answered or not.
+    pub fn wait_for(&self, nonce: &str) -> oneshot::Receiver<Vec<u8>> {
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut g) = self.waiting.lock() {
+            g.insert(nonce.to_owned(), tx);
+        }
+        rx
+    }
+
+    /// Hands an agent's answer to the call waiting for it here; false when none is (the call
+    /// is on another instance, or over).
+    pub fn answered(&self, nonce: &str, message: Vec<u8>) -> bool {
+        let tx = self.waiting.lock().ok().and_then(|mut g| g.remove(nonce));
+        tx.is_some_and(|tx| tx.send(message).is_ok())
+    }
+
+    pub fn unwait(&self, nonce: &str) {
+        if let Ok(mut g) = self.waiting.lock() {
+            g.remove(nonce);
         }
     }
 

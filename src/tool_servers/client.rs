@@ -20,7 +20,7 @@ use tollgate_filters::mcp::{era, private_reason, request_json, PROTOCOL_VERSIONS
 use tollgate_filters::sse::SseDecoder;
 
 use super::cache::UpstreamSession;
-use super::reply::{relayed, Reply};
+use super::reply::{RelayTo, Reply};
 use crate::config::EndpointUrl;
 use crate::runtime::Shared;
 use crate::upstream::head::Request;
@@ -36,7 +36,7 @@ impl std::fmt::Display for Failure {
     }
 }
 
-fn fail(what: impl Into<String>) -> Failure {
+pub(super) fn fail(what: impl Into<String>) -> Failure {
     Failure(what.into())
 }
 
@@ -49,9 +49,9 @@ pub struct Upstream<'a> {
     addr: SocketAddr,
     deadline: Instant,
     max_bytes: usize,
-    /// Where the notifications a server sends during a request (progress, log messages) go,
-    /// to be relayed to the agent; `None`: dropped.
-    notes: Option<tokio::sync::mpsc::UnboundedSender<Vec<u8>>>,
+    /// Where the notifications and requests a server sends during a request go, to be relayed
+    /// to the agent (`asks.rs`); `None`: notifications dropped, requests answered here.
+    pub(super) relay: Option<RelayTo>,
 }
 
 /// What one POST answered.
@@ -113,17 +113,18 @@ impl<'a> Upstream<'a> {
             addr,
             deadline,
             max_bytes: mcp.max_result_bytes,
-            notes: None,
+            relay: None,
         })
     }
 
-    /// Relays the server's progress and log notifications during requests into `notes`.
-    pub fn relaying(mut self, notes: tokio::sync::mpsc::UnboundedSender<Vec<u8>>) -> Self {
-        self.notes = Some(notes);
+    /// Relays the server's notifications and requests during requests (`asks.rs`).
+    pub fn relaying(mut self, relay: RelayTo) -> Self {
+        self.relay = Some(relay);
         self
     }
 
-    fn left(&self) -> Duration {
+    /// The time the request has left.
+    pub fn left(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
@@ -184,7 +185,9 @@ impl<'a> Upstream<'a> {
     pub async fn initialize(&self) -> Result<UpstreamSession, Failure> {
         let params = json!({
             "protocolVersion": PROTOCOL_VERSIONS[0],
-            "capabilities": {},
+            // What the gateway relays to the agent during a call (`asks.rs`); an agent that
+            // cannot be asked has the server's request answered with an error.
+            "capabilities": {"sampling": {}, "elicitation": {}},
             "clientInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")}});
         let msg = request_json(Some(0), "initialize", Some(params.to_string().as_bytes()));
         let a = self.post(&msg, Some(0), None, None).await?;
@@ -228,13 +231,8 @@ impl<'a> Upstream<'a> {
         }
     }
 
-    async fn exchange(
-        &self,
-        body: &[u8],
-        id: Option<i64>,
-        session: Option<&UpstreamSession>,
-        routing: Option<&Routing<'_>>,
-    ) -> Result<Answer, Failure> {
+    /// The server's address, to connect to within the time left.
+    pub(super) fn peer(&self) -> HttpPeer {
         let sni = if self.url.tls {
             self.url.host.clone()
         } else {
@@ -243,12 +241,22 @@ impl<'a> Upstream<'a> {
         let mut peer = HttpPeer::new(self.addr, self.url.tls, sni);
         peer.options.connection_timeout = Some(self.left());
         peer.options.read_timeout = Some(self.left());
+        peer
+    }
+
+    /// One POST of `body` to the server, in `session` and with `routing` when given.
+    pub(super) fn build(
+        &self,
+        body: &[u8],
+        session: Option<&UpstreamSession>,
+        routing: Option<&Routing<'_>>,
+    ) -> Result<Vec<u8>, Failure> {
         let path = if self.url.base_path.is_empty() {
             "/"
         } else {
             self.url.base_path.as_str()
         };
-        let request = (|| -> pingora::Result<Vec<u8>> {
+        (|| -> pingora::Result<Vec<u8>> {
             let mut r = Request::new("POST", path)?
                 .header("Host", &self.url.authority())?
                 .header("Content-Type", "application/json")?
@@ -267,7 +275,18 @@ impl<'a> Upstream<'a> {
             }
             Ok(r.body(body))
         })()
-        .map_err(|e| fail(format!("could not be asked ({e})")))?;
+        .map_err(|e| fail(format!("could not be asked ({e})")))
+    }
+
+    async fn exchange(
+        &self,
+        body: &[u8],
+        id: Option<i64>,
+        session: Option<&UpstreamSession>,
+        routing: Option<&Routing<'_>>,
+    ) -> Result<Answer, Failure> {
+        let peer = self.peer();
+        let request = self.build(body, session, routing)?;
         let connector = &self.shared.connector;
         let mut up = wire::exchange(connector, &peer, &request)
             .await
@@ -298,19 +317,15 @@ impl<'a> Upstream<'a> {
                         decoder
                             .push(&b, &mut events)
                             .map_err(|e| fail(format!("sent an invalid event stream ({e})")))?;
-                        // The response to our id ends what we need of the stream; progress and
-                        // log notifications on the way go to the agent when it asked for them;
-                        // server requests are not ours to answer.
-                        found = events.drain(..).find_map(|e| {
-                            if let (Some(notes), true) = (&self.notes, relayed(&e.data)) {
-                                let _ = notes.send(e.data.into_bytes());
-                                return None;
+                        // The response to our id ends what we need of the stream; notifications
+                        // and the server's requests on the way are relayed or answered.
+                        for e in std::mem::take(&mut events) {
+                            let reply = self.on_event(e.data, session).await;
+                            if let Some(r) = reply.filter(|r| r.id == want_id) {
+                                found = Some(r);
+                                break;
                             }
-                            Reply::read(e.data.as_bytes())
-                                .ok()
-                                .flatten()
-                                .filter(|r| r.id == want_id)
-                        });
+                        }
                         if found.is_some() {
                             break;
                         }

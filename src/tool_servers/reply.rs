@@ -1,8 +1,10 @@
 //! What a tool server answers, read once: a JSON-RPC response kept as the server wrote it, and
-//! which notifications on its event stream are the agent's to see.
+//! which notifications on its event stream are the agent's to see, and what is relayed to the
+//! agent from it (`asks.rs`).
 
 use serde_json::value::RawValue;
 use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
 use tollgate_filters::json::raw::{self, ObjectError};
 
 /// A JSON-RPC response from a tool server, read once: its `result` kept as the server wrote it
@@ -72,4 +74,32 @@ pub(super) fn relayed(data: &str) -> bool {
         && raw::get(&members, "method")
             .and_then(raw::as_str)
             .is_some_and(|m| m == "notifications/progress" || m == "notifications/message")
+}
+
+/// Where a call's relayed messages go, and which of them the agent takes.
+pub struct RelayTo {
+    pub tx: UnboundedSender<Relayed>,
+    /// The agent asked for progress and log notifications.
+    pub notes: bool,
+    /// The agent's answer can carry the server's requests.
+    pub asks: bool,
+}
+
+/// One message for the agent.
+pub enum Relayed {
+    /// A notification, as the server wrote it.
+    Note(Vec<u8>),
+    /// A request of the server's, with what its answer needs to find its way back.
+    Ask(Ask),
+}
+
+pub struct Ask {
+    /// The request as the server wrote it.
+    pub message: Vec<u8>,
+    /// The server's own id for it.
+    pub id: Value,
+    pub method: String,
+    /// The gateway's session with the server the request came in.
+    pub session: Option<String>,
+    pub version: String,
 }

@@ -14,6 +14,8 @@
 //! - [`mcp`]: [`FakeToolServer`], an MCP tool server (sessions, JSON or SSE, a plain handler)
 //!   with every failure of a call ([`ToolMode`]).
 //! - [`fastmcp`]: [`FastMcpServer`], a tool server made with the official `mcp` SDK's FastMCP.
+//! - [`conformance`]: the official MCP conformance suite run against a reference server on the
+//!   `mcp` 2.x SDK, directly and through the gateway (with a forwarder adding the key).
 //! - [`stripe`]: [`FakeStripe`], the Stripe API's Checkout, line items and Billing Portal, and
 //!   webhook events signed with Stripe's scheme ([`stripe::sign`]).
 //! - [`redis`]: [`PrivateRedis`], a `redis-server` of a test's own, to kill and bring back.
@@ -37,14 +39,18 @@
 mod accept;
 pub mod anthropic;
 pub mod books;
+pub mod conformance;
 pub mod embeddings;
 pub mod fastmcp;
 pub mod floor;
+pub mod front;
 pub mod gateway;
 pub mod http;
 pub mod legacy;
 pub mod load;
 pub mod mcp;
+mod mcp_2026;
+mod mcp_ask;
 pub mod openai;
 pub mod postgres;
 pub mod redis;
@@ -55,6 +61,7 @@ pub mod tmpfs;
 
 pub use anthropic::{anthropic_provider, AnthropicMode, FakeAnthropic, FAKE_ANTHROPIC_KEY};
 pub use fastmcp::FastMcpServer;
+pub use front::RoundRobin;
 pub use gateway::{
     free_port, micros, model, one_model_config, paid_and_free, provider, small_plans, temp_dir,
     unique_email, Gateway, Opts, ADMIN_TOKEN, FAST_TIMEOUTS, SMALL_PLANS,

@@ -14,6 +14,8 @@ use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+use crate::mcp_2026::{input_round, stateless_refusal};
+use crate::mcp_ask::{ask_the_client, chunk, progress_stream};
 use crate::openai::read_request;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +41,12 @@ pub enum ToolMode {
     /// `tools/call` answers as an event stream: two `notifications/progress` (with the call's
     /// `progressToken`) and a `notifications/message` before the echo's result.
     Progress,
+    /// `tools/call` answers as an event stream asking the client first (`sampling/createMessage`,
+    /// then `elicitation/create`, each answer awaited in the call's session 60 s), then a result
+    /// whose text is `{"sampled": <answer>, "elicited": <answer>}` (`result`s or `error`s).
+    Ask,
+    /// (2026-only server) `tools/call` asks for input first: [`crate::mcp_2026::input_round`].
+    InputRequired,
 }
 
 /// The result text of [`ToolMode::Verbatim`].
@@ -63,6 +71,9 @@ struct State {
     stateless: bool,
     /// Requests that came in that era's envelope.
     stateless_requests: AtomicUsize,
+    /// Answers to the server's requests ([`ToolMode::Ask`]): (session, id, message); next id.
+    answers: Mutex<Vec<(String, Value, Value)>>,
+    next_ask: AtomicUsize,
 }
 
 #[derive(Clone)]
@@ -73,22 +84,22 @@ pub struct FakeToolServer {
 
 impl FakeToolServer {
     pub async fn start() -> FakeToolServer {
-        Self::start_with(false, false, false).await
+        Self::start_at("127.0.0.1:0", false, false, false).await
     }
 
     /// A plain JSON-RPC handler: no `initialize`, no session.
     pub async fn plain() -> FakeToolServer {
-        Self::start_with(true, false, false).await
+        Self::start_at("127.0.0.1:0", true, false, false).await
     }
 
     /// Replies as SSE streams.
     pub async fn sse() -> FakeToolServer {
-        Self::start_with(false, true, false).await
+        Self::start_at("127.0.0.1:0", false, true, false).await
     }
 
     /// Offers no tools (fails the live check).
     pub async fn empty() -> FakeToolServer {
-        Self::start_with(false, false, true).await
+        Self::start_at("127.0.0.1:0", false, false, true).await
     }
 
     /// A plain handler on a given address (the load run's tool server).
@@ -99,10 +110,6 @@ impl FakeToolServer {
     /// Speaks only the 2026-07-28 protocol (no `initialize`, no session).
     pub async fn stateless() -> FakeToolServer {
         Self::start_full("127.0.0.1:0", false, false, false, true).await
-    }
-
-    async fn start_with(plain: bool, sse: bool, empty: bool) -> FakeToolServer {
-        Self::start_at("127.0.0.1:0", plain, sse, empty).await
     }
 
     async fn start_at(addr: &str, plain: bool, sse: bool, empty: bool) -> FakeToolServer {
@@ -128,6 +135,8 @@ impl FakeToolServer {
             more: AtomicBool::new(false),
             stateless,
             stateless_requests: AtomicUsize::new(0),
+            answers: Mutex::new(Vec::new()),
+            next_ask: AtomicUsize::new(0),
         });
         let addr = crate::accept::serve_fake(addr, state.clone(), serve).await;
         FakeToolServer { addr, state }
@@ -154,6 +163,11 @@ impl FakeToolServer {
     /// Requests received in the 2026-07-28 envelope (a stateless server's, all it accepts).
     pub fn stateless_requests(&self) -> usize {
         self.state.stateless_requests.load(Ordering::SeqCst)
+    }
+
+    /// The responses received to the server's own requests: (session, id, message).
+    pub fn answers(&self) -> Vec<(String, Value, Value)> {
+        self.state.answers.lock().unwrap().clone()
     }
 
     /// Starts offering a third tool, `shout`.
@@ -203,30 +217,6 @@ async fn reply_text(
         payload.len()
     );
     sock.write_all(reply.as_bytes()).await
-}
-
-/// Why a 2026-only server refuses a request: the era's checks (`_meta`, headers, version,
-/// the methods it removed).
-fn stateless_refusal(
-    req: &crate::openai::Recorded,
-    msg: &Value,
-    method: &str,
-) -> Option<(i64, &'static str)> {
-    let meta = &msg["params"]["_meta"];
-    let version = meta["io.modelcontextprotocol/protocolVersion"].as_str();
-    if method == "initialize" || version.is_none() && req.header("mcp-protocol-version").is_none() {
-        return Some((-32022, "this server speaks only 2026-07-28"));
-    }
-    if version.is_none() || !meta["io.modelcontextprotocol/clientCapabilities"].is_object() {
-        return Some((-32602, "params._meta is required"));
-    }
-    if req.header("mcp-protocol-version") != version || req.header("mcp-method") != Some(method) {
-        return Some((-32020, "headers do not match the body"));
-    }
-    if method == "tools/call" && req.header("mcp-name") != msg["params"]["name"].as_str() {
-        return Some((-32020, "Mcp-Name does not match params.name"));
-    }
-    (version != Some("2026-07-28")).then_some((-32022, "unsupported protocol version"))
 }
 
 fn tools() -> Value {
@@ -306,6 +296,14 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
                 continue;
             }
         }
+        if method.is_empty() && (msg.get("result").is_some() || msg.get("error").is_some()) {
+            // An answer to one of our requests, in the session it was sent in.
+            let sid = req.header("mcp-session-id").unwrap_or_default().to_string();
+            st.answers.lock().unwrap().push((sid, id, msg.clone()));
+            sock.write_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+                .await?;
+            continue;
+        }
         let answer = match method.as_str() {
             "tools/list" if st.empty => ok(json!({"tools": []})),
             "tools/list" => {
@@ -350,36 +348,26 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
                         continue;
                     }
                     ToolMode::Progress => {
-                        let token = msg["params"]["_meta"]["progressToken"].clone();
-                        let note = |method: &str, params: Value| {
-                            format!(
-                                "event: message\ndata: {}\n\n",
-                                json!({"jsonrpc": "2.0", "method": method, "params": params})
-                            )
-                        };
+                        let token = &msg["params"]["_meta"]["progressToken"];
                         let text = args["text"].as_str().unwrap_or("");
                         let done = ok(json!({"content": [{"type": "text", "text": text}]}));
-                        let payload = [
-                            note(
-                                "notifications/progress",
-                                json!({"progressToken": token, "progress": 1, "total": 2}),
-                            ),
-                            note(
-                                "notifications/message",
-                                json!({"level": "info", "data": "halfway"}),
-                            ),
-                            note(
-                                "notifications/progress",
-                                json!({"progressToken": token, "progress": 2, "total": 2}),
-                            ),
-                            format!("event: message\ndata: {done}\n\n"),
-                        ]
-                        .concat();
-                        let head = format!("HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n", payload.len());
-                        sock.write_all(format!("{head}{payload}").as_bytes())
-                            .await?;
+                        progress_stream(&mut sock, token, &done).await?;
                         continue;
                     }
+                    ToolMode::Ask => {
+                        let sid = req.header("mcp-session-id").unwrap_or_default().to_string();
+                        match ask_the_client(&mut sock, &st.answers, &st.next_ask, &sid).await? {
+                            Some(text) => {
+                                let done = ok(json!({"content": [{"type": "text", "text": text}]}));
+                                chunk(&mut sock, &format!("event: message\ndata: {done}\n\n"))
+                                    .await?;
+                                chunk(&mut sock, "").await?;
+                                continue;
+                            }
+                            None => return Ok(()),
+                        }
+                    }
+                    ToolMode::InputRequired => input_round(&id, &msg["params"]),
                     ToolMode::RpcError => error(-32602, "bad arguments for this tool"),
                     ToolMode::IsError => ok(
                         json!({"content": [{"type": "text", "text": "it broke"}], "isError": true}),

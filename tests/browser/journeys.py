@@ -11,6 +11,8 @@ import traceback
 
 from playwright.sync_api import sync_playwright
 
+from journey_oauth import journey_o_an_mcp_client_is_approved_connected_and_disconnected
+
 from support import (
     BASE, DESKTOP, ENV, OPEN, PASSWORD, PHONE, STRIPE, JourneyFailed, chat, check, cost_micros,
     credits_text, deliver_webhook, http, login_ui, nav, open_page, settled, shoot, signup_api, unique_email,
@@ -488,6 +490,7 @@ def main():
                 journey_k_a_key_gets_a_budget_models_expiry_limits_and_a_successor, browser)
             run("d. register, approve, call, earn", journey_d_a_tool_server_is_registered_approved_and_earns, browser)
             run("e. log out ends the session", journey_e_log_out_ends_the_session, browser, user)
+            run("o. an MCP client signs in with OAuth; connected apps", journey_o_an_mcp_client_is_approved_connected_and_disconnected, browser)
             run("c2. the alias switches at its time", journey_c_the_alias_switches_on_time, browser)
         finally:
             browser.close()

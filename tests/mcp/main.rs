@@ -5,13 +5,17 @@
 //! failed call free, a crash mid-call too), `bad_input` (clear errors, nothing changed),
 //! `tool_filter` (a key limited to some services or tools), `tool_prices` (a price per tool,
 //! earnings per tool), `stateless` (a 2026-07-28 client: discover, the era's checks and shapes; a 2026-only tool
-//! server), `relay` (a tool server's progress and log notifications relayed during a call); `common` starts the gateway and speaks its API. SQLite, and Postgres + Redis when set.
+//! server), `relay` (a tool server's progress and log notifications relayed during a call),
+//! `asks` (its sampling and elicitation requests relayed, answered through either instance),
+//! `inputs` (a 2026 server's input requests put to a 2025 agent, the call retried); `common` starts the gateway and speaks its API. SQLite, and Postgres + Redis when set.
 
+mod asks;
 mod bad_input;
 mod calls;
 mod charging;
 mod common;
 mod failures;
+mod inputs;
 mod registration;
 mod relay;
 mod stateless;

@@ -32,7 +32,7 @@ async def main():
         async with ClientSession(read, write) as s:
             await s.initialize()
             names = {t.name for t in (await s.list_tools()).tools}
-            assert names == {"add", "echo"}, names
+            assert names == {"add", "echo", "ask"}, names
             r = await s.call_tool("echo", {"text": "hi there"})
             assert r.content[0].text == "hi there", r
             print("ok /mcp/{slug}")

@@ -37,8 +37,9 @@ pub enum Incoming<'a> {
     },
     /// No `id`: answered 202 with no body.
     Notification { method: Cow<'a, str> },
-    /// A response to something the server asked (the endpoint asks nothing): 202.
-    Response,
+    /// A response to a request a tool server sent the agent during a call (relayed with an id
+    /// of the gateway's making, `ask`): delivered to that server.
+    Response { id: Value },
 }
 
 /// A JSON-RPC error to answer, with the id it answers (null when none could be read).
@@ -191,8 +192,8 @@ pub fn parse_message(body: &[u8]) -> Result<Incoming<'_>, RpcError> {
     }
     let Some(method) = raw::get(&m, "method") else {
         let answer = raw::get(&m, "result").is_some() || raw::get(&m, "error").is_some();
-        if id.is_some() && answer {
-            return Ok(Incoming::Response);
+        if let (Some(id), true) = (&id, answer) {
+            return Ok(Incoming::Response { id: id.clone() });
         }
         return Err(bad("method is required"));
     };

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::json::raw;
 
+pub mod ask;
 pub mod era;
 mod message;
 mod state;

@@ -23,7 +23,7 @@ fn messages_are_read_strictly() {
     ));
     assert!(matches!(
         parse_message(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#).unwrap(),
-        Incoming::Response
+        Incoming::Response { id } if id == json!(3)
     ));
     for (raw, code, said) in [
         (&b"{"[..], PARSE_ERROR, "not JSON"),

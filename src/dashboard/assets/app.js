@@ -15,6 +15,8 @@
     '/dashboard/billing': ['billing', 'Billing', true],
     '/dashboard/developer': ['developer', 'Tool developer', true],
     '/dashboard/operator': ['operator', 'Operator', true],
+    '/dashboard/authorize': ['authorize', 'Connect an app', true],
+    '/dashboard/apps': ['apps', 'Connected apps', true],
   };
   const NAV = [
     ['/dashboard', 'Overview'],
@@ -22,6 +24,7 @@
     ['/dashboard/usage', 'Usage'],
     ['/dashboard/billing', 'Billing'],
     ['/dashboard/developer', 'Developer'],
+    ['/dashboard/apps', 'Connected apps'],
   ];
 
   const main = document.getElementById('main');
@@ -142,7 +145,9 @@
       }
       return { ok: true };
     }
-    history.replaceState(null, '', buy ? `/dashboard/billing?buy=${TG.enc(buy)}` : location.pathname);
+    // The consent page's query is the authorization request: kept through logging in.
+    const keep = location.pathname === '/dashboard/authorize' ? location.search : '';
+    history.replaceState(null, '', buy ? `/dashboard/billing?buy=${TG.enc(buy)}` : location.pathname + keep);
     await render(true);
     return { ok: true };
   }
@@ -209,7 +214,7 @@
         // Signing up issues a key but no session: log in with what was just typed.
         TG.state.newKey = { key: TG.str(res.data.api_key), name: 'default', fresh: true };
         const buy = new URLSearchParams(location.search).get('buy');
-        if (!buy && location.pathname !== '/dashboard') history.replaceState(null, '', '/dashboard');
+        if (!buy && !['/dashboard', '/dashboard/authorize'].includes(location.pathname)) history.replaceState(null, '', '/dashboard');
         const done = await login(v.email, v.password, false);
         if (!done.ok) form.showError(done);
         return { ok: true };
