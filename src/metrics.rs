@@ -27,6 +27,12 @@ pub struct Metrics {
     pub ledger_queued: IntGaugeVec,
     /// Retries of failed settlements by result (`committed`, `already`, `failed`).
     pub settlement_retries: IntCounterVec,
+    /// Streams cut after their first token, by why (`closed`, `error_event`, `stall`, …) and
+    /// what became of them (`resumed`, `not_text`, `unaffordable`, `no_candidate`, `failed`,
+    /// `limit`).
+    pub resumes: IntCounterVec,
+    /// Seconds from a cut to the continuation's first output reaching the client.
+    pub resume_seam: HistogramVec,
 }
 
 impl Metrics {
@@ -160,6 +166,26 @@ impl Metrics {
             &["result"],
         )
         .expect("static metric definition");
+        let resumes = IntCounterVec::new(
+            Opts::new(
+                "tollgate_stream_resumes_total",
+                "Streams cut after their first token, by reason and outcome",
+            ),
+            &["reason", "outcome"],
+        )
+        .expect("static metric definition");
+        let resume_seam = HistogramVec::new(
+            HistogramOpts::new(
+                "tollgate_stream_resume_seam_seconds",
+                "Time from a stream's cut to its continuation's first output",
+            )
+            .buckets(vec![0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
+            &["model"],
+        )
+        .expect("static metric definition");
+        registry
+            .register(Box::new(resume_seam.clone()))
+            .expect("unique metric");
         registry
             .register(Box::new(mcp_call_latency.clone()))
             .expect("unique metric");
@@ -167,6 +193,7 @@ impl Metrics {
             .register(Box::new(ledger_queued.clone()))
             .expect("unique metric");
         for c in [
+            &resumes,
             &settlement_retries,
             &mcp_calls,
             &mcp_events,
@@ -208,6 +235,8 @@ impl Metrics {
             mcp_events,
             ledger_queued,
             settlement_retries,
+            resumes,
+            resume_seam,
         }
     }
 }

@@ -42,6 +42,16 @@ pub trait StreamTranslator: Send {
     fn content_type(&self) -> &'static str {
         "text/event-stream"
     }
+    /// Whether another upstream could continue the stream from here (a resumed stream,
+    /// [`crate::resume`]): only text was delivered and the upstream did not finish.
+    fn resumable(&self) -> bool {
+        false
+    }
+    /// Continues the stream with `next`, the translator of the upstream that continues the
+    /// answer; `false` when this stream cannot (it was not built to resume).
+    fn resume(&mut self, _next: Box<dyn StreamTranslator>) -> bool {
+        false
+    }
 }
 
 impl StreamTranslator for StreamRewriter {

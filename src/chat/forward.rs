@@ -18,7 +18,8 @@ use tollgate_filters::GatewayError;
 
 use super::attempt::{Attempt, Destination};
 use super::front::Front;
-use super::stream::{self, Streamed};
+use super::resume;
+use super::stream::{self, Ran, Streamed};
 use crate::request::ctx::RequestCtx;
 use crate::runtime::{Runtime, Shared};
 use crate::upstream::failover::{record_answered, record_failover, AttemptError, Failover};
@@ -34,6 +35,8 @@ pub struct Forward<'a> {
     pub front: Front<'a>,
     /// Catalog indices of the models to try, in order.
     pub candidates: &'a [usize],
+    /// A stream cut after its commit is continued on a later candidate (`resume.rs`).
+    pub resume: bool,
 }
 
 /// What an attempt served: a JSON reply to send, or a stream whose closing events wait.
@@ -138,9 +141,21 @@ pub async fn run(
                 body: body.clone(),
             };
             let result = if f.req.stream {
-                stream::run(&attempt, session, ctx)
-                    .await
-                    .map(|s| Reply::Stream(Box::new(s)))
+                match stream::run(&attempt, session, ctx, f.resume).await {
+                    Ok(Ran::Done(s)) => Ok(Reply::Stream(s)),
+                    Ok(Ran::Cut(relay)) => {
+                        let route = resume::Forward {
+                            shared: f.shared,
+                            rt: f.rt,
+                            req: f.req,
+                            front: f.front,
+                            candidates: f.candidates,
+                        };
+                        let s = resume::resume(&route, i, relay, &attempt, session, ctx).await;
+                        Ok(Reply::Stream(Box::new(s)))
+                    }
+                    Err(e) => Err(e),
+                }
             } else {
                 attempt.json(ctx, deadline).await.map(Reply::Json)
             };

@@ -23,6 +23,9 @@ pub struct Front<'a> {
     pub completions: Option<&'a LegacyRequest<'a>>,
     /// A Gemini request (`/v1beta/models/…`): its reply and stream in Gemini's shape.
     pub gemini: Option<&'a GeminiFront>,
+    /// What the request said of resuming a cut stream (the `X-Tollgate-Resume` header, the
+    /// body's `tollgate.resume`); `None`: the config's default.
+    pub resume: Option<bool>,
 }
 
 /// What a Gemini reply needs besides the chat reply.

@@ -10,10 +10,12 @@
 
 pub mod attempt;
 pub mod count_tokens;
+pub mod cut;
 pub mod demo;
 pub mod forward;
 pub mod front;
 pub mod models;
+pub mod resume;
 pub mod stream;
 pub mod tokenize;
 pub mod translate;
@@ -23,6 +25,7 @@ use tollgate_filters::anthropic::request::{check_translatable, parse_messages_re
 use tollgate_filters::cost::{add_to_usage, Cost};
 use tollgate_filters::credits::format_credits;
 use tollgate_filters::openai::request::{parse_chat_request, ChatRequest};
+use tollgate_filters::resume::request::{header_value, take_extension};
 use tollgate_filters::route::{ModelKind, ModelSpec, Target};
 use tollgate_filters::time::http_date;
 use tollgate_filters::{ErrorKind, GatewayError};
@@ -93,6 +96,13 @@ pub async fn settle_and_answer(
 /// shown by `/api/v1/usage` once written).
 fn settled_cost(ctx: &RequestCtx) -> Option<Cost> {
     let written = ctx.charged?;
+    if let Some(legs) = &ctx.resumed {
+        // Each leg's part at its own model's rates.
+        return Some(Cost {
+            charged: written.charged,
+            parts: legs.parts(),
+        });
+    }
     let served = ctx.served.as_ref()?;
     Some(Cost::new(written.charged, served.usage, &served.rates))
 }
@@ -110,6 +120,8 @@ async fn pipeline(
         rt.config.timeouts.request_body,
     )
     .await?;
+    let (resume, stripped) = opt_in(session, &raw)?;
+    let raw = stripped.map_or(raw, |b| bytes::BytesMut::from(bytes::Bytes::from(b)));
     // An Anthropic client's request is validated as Anthropic does, and carried both as sent
     // (for Anthropic providers) and translated (for everything the pipeline reads).
     let messages = match ctx.wire {
@@ -134,9 +146,26 @@ async fn pipeline(
     let front = Front {
         anthropic: messages.as_ref(),
         anthropic_beta: beta.as_deref(),
+        resume,
         ..Front::default()
     };
     serve(shared, session, ctx, caller, &req, front).await
+}
+
+/// What a request says of resuming a cut stream (README, "Streams that survive a cut"): the
+/// `X-Tollgate-Resume` header, else the body's `tollgate.resume`; and the body without its
+/// `tollgate` extension, when it had one (no provider is sent it).
+pub fn opt_in(
+    session: &Session,
+    raw: &[u8],
+) -> Result<(Option<bool>, Option<Vec<u8>>), GatewayError> {
+    let header = match session.req_header().headers.get("x-tollgate-resume") {
+        None => None,
+        Some(v) => Some(header_value(v.to_str().unwrap_or("?"))?),
+    };
+    let ext = take_extension(raw)?;
+    let body = ext.as_ref().and_then(|e| e.resume);
+    Ok((header.or(body), ext.map(|e| e.body)))
 }
 
 /// Serves an internal chat request `req` (a chat-completions client's own, or what another
@@ -258,12 +287,28 @@ pub async fn serve(
         ctx.set_header("Deprecation", format!("@{}", n.deprecated_at));
         ctx.set_header("Sunset", http_date(n.retires_at));
     }
+    // A stream resumes when its request says so, else by its key's plan or its model.
+    let plan = match caller {
+        Caller::Key(k) => Some(k.plan.as_str()),
+        _ => None,
+    };
+    let model_id = match resolution.target {
+        Target::Model(i) => catalog.model(i).id.as_str(),
+        Target::Tier(_) => &req.model,
+    };
+    // A legacy completion and a Gemini stream have no seam to continue at.
+    let resumable = req.stream && front.completions.is_none() && front.gemini.is_none();
+    let resume = resumable
+        && front
+            .resume
+            .unwrap_or_else(|| rt.config.routing.resumes_by_default(plan, model_id));
     let f = forward::Forward {
         shared,
         rt: &rt,
         req,
         front,
         candidates: &candidates,
+        resume,
     };
     forward::run(&f, session, ctx).await
 }

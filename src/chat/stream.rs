@@ -11,7 +11,8 @@
 //!    at `[DONE]` sees the charge) and gives the connection back to the pool.
 //!
 //! After the commit there is no failing over: a broken stream ends with an SSE error event and
-//! is metered for what was delivered.
+//! is metered for what was delivered, unless its request opted in to resuming: then [`run`]
+//! hands the cut [`Relay`] back, for `resume.rs` to continue on another provider.
 
 use std::time::Duration;
 
@@ -25,8 +26,10 @@ use tollgate_filters::translator::StreamTranslator;
 use tollgate_filters::{tokens, GatewayError, Usage};
 
 use super::attempt::Attempt;
+use super::cut::{next_piece, send, Broke};
 use super::tokenize::off_thread;
 use super::translate::{self, Shape};
+use crate::metering::legs::Legs;
 use crate::request::ctx::RequestCtx;
 use crate::request::respond;
 use crate::runtime::Shared;
@@ -34,57 +37,30 @@ use crate::upstream::failover::{check_status, failover, AttemptError, Failover};
 use crate::upstream::wire::Response;
 
 /// Largest single SSE event accepted from an upstream.
-const MAX_SSE_EVENT: usize = 4 * 1024 * 1024;
-
-/// How an upstream stream broke. [`Broke::words`] is what the client is told; the `Display`
-/// form, with what the upstream said, goes to the log.
-enum Broke {
-    Silent(Duration),
-    Closed,
-    ErrorEvent(String),
-    Invalid(String),
-    Read(String),
-}
-
-impl Broke {
-    fn words(&self) -> String {
-        match self {
-            Broke::Silent(d) => format!("went silent for {}s", d.as_secs_f64()),
-            Broke::Closed => "closed the stream before it finished".into(),
-            Broke::ErrorEvent(_) => "sent an error event".into(),
-            Broke::Invalid(_) => "sent an event that is not valid".into(),
-            Broke::Read(_) => "dropped the connection".into(),
-        }
-    }
-}
-
-impl std::fmt::Display for Broke {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Broke::Silent(d) => write!(f, "upstream silent for {d:?}"),
-            Broke::Closed => f.write_str("upstream closed the stream before it finished"),
-            Broke::ErrorEvent(e) => write!(f, "upstream error event: {e}"),
-            Broke::Invalid(e) => write!(f, "upstream sent an invalid event: {e}"),
-            Broke::Read(e) => write!(f, "reading the upstream failed: {e}"),
-        }
-    }
-}
+pub const MAX_SSE_EVENT: usize = 4 * 1024 * 1024;
 
 /// One stream's state across the phases.
-struct Relay {
-    up: Response,
-    decoder: SseDecoder,
+pub struct Relay {
+    pub up: Response,
+    pub decoder: SseDecoder,
     /// The upstream's events in the client's format.
-    rewriter: Box<dyn StreamTranslator>,
-    events: Vec<SseEvent>,
+    pub rewriter: Box<dyn StreamTranslator>,
+    pub events: Vec<SseEvent>,
     /// The upstream sent `[DONE]`.
-    done: bool,
+    pub done: bool,
     /// The client went away.
-    gone: bool,
+    pub gone: bool,
     /// Why the stream broke after the commit.
-    failure: Option<Broke>,
+    pub failure: Option<Broke>,
     /// How long one write to the client may wait (`timeouts.client_write`).
-    write_limit: Duration,
+    pub write_limit: Duration,
+}
+
+/// How a streaming attempt ended: served up to its closing events, or cut after its commit
+/// with the request opted in to resuming (the relay, for the continuation).
+pub enum Ran {
+    Done(Box<Streamed>),
+    Cut(Box<Relay>),
 }
 
 /// A stream that was served up to its closing events, which wait for the settlement.
@@ -105,16 +81,23 @@ pub struct Streamed {
     pub object: Option<serde_json::Value>,
 }
 
+/// `resume`: the request opted in to resuming a cut stream (its translator is built to).
 pub async fn run(
     a: &Attempt<'_>,
     session: &mut Session,
     ctx: &mut RequestCtx,
-) -> Result<Streamed, AttemptError> {
-    let (mut relay, first) = open(a, ctx).await?;
+    resume: bool,
+) -> Result<Ran, AttemptError> {
+    let (mut relay, first) = open(a, ctx, resume).await?;
     a.served(ctx, Usage::default(), false);
     commit(&mut relay, session, ctx, first).await?;
     self::relay(&mut relay, a, session).await;
-    Ok(finish(relay, a, ctx).await)
+    if resume && relay.failure.is_some() && !relay.gone {
+        return Ok(Ran::Cut(Box::new(relay)));
+    }
+    Ok(Ran::Done(Box::new(
+        finish(relay, a, ctx, Tally::Alone).await,
+    )))
 }
 
 /// Phase 5, after the settlement: the closing events, with a metered request's `cost` in their
@@ -149,7 +132,11 @@ pub async fn close(
 
 /// Phase 1: the response head, then events until one carries output. Chunks before it (the
 /// role chunk) are kept and sent with it.
-async fn open(a: &Attempt<'_>, ctx: &RequestCtx) -> Result<(Relay, Vec<u8>), AttemptError> {
+async fn open(
+    a: &Attempt<'_>,
+    ctx: &RequestCtx,
+    resume: bool,
+) -> Result<(Relay, Vec<u8>), AttemptError> {
     let timeouts = a.timeouts;
     let sent = a.send(&ctx.request_id);
     let mut up = match tokio::time::timeout(timeouts.stream_chunk, sent).await {
@@ -166,6 +153,7 @@ async fn open(a: &Attempt<'_>, ctx: &RequestCtx) -> Result<(Relay, Vec<u8>), Att
             &a.dest.model.id,
             a.req.client_wants_usage,
             Shape::of(&a.front, &a.dest.pool.provider),
+            resume,
         ),
         events: Vec::new(),
         done: false,
@@ -173,6 +161,16 @@ async fn open(a: &Attempt<'_>, ctx: &RequestCtx) -> Result<(Relay, Vec<u8>), Att
         failure: None,
         write_limit: timeouts.client_write,
     };
+    let pending = first_output(&mut r, timeouts).await?;
+    Ok((r, pending))
+}
+
+/// Events until one carries output (a resumed stream's continuation waits for it the same
+/// way); what they produced, to send with it.
+pub async fn first_output(
+    r: &mut Relay,
+    timeouts: &crate::config::Timeouts,
+) -> Result<Vec<u8>, AttemptError> {
     let mut pending: Vec<u8> = Vec::new();
     while !r.rewriter.has_output() && !r.done {
         let piece = next_piece(
@@ -217,7 +215,7 @@ async fn open(a: &Attempt<'_>, ctx: &RequestCtx) -> Result<(Relay, Vec<u8>), Att
             }
         }
     }
-    Ok((r, pending))
+    Ok(pending)
 }
 
 /// Phase 2: from here the client has a 200 and every problem is told in-stream.
@@ -249,7 +247,7 @@ async fn commit(
 }
 
 /// Phase 3: upstream events to the client until `[DONE]`, a failure or the client leaves.
-async fn relay(r: &mut Relay, a: &Attempt<'_>, session: &mut Session) {
+pub async fn relay(r: &mut Relay, a: &Attempt<'_>, session: &mut Session) {
     let keepalive = a.timeouts.client_idle.mul_f64(0.75);
     while !r.done && !r.gone && r.failure.is_none() {
         let piece = next_piece(
@@ -297,26 +295,74 @@ async fn relay(r: &mut Relay, a: &Attempt<'_>, session: &mut Session) {
     }
 }
 
-/// Phase 4: what the stream used and how it ended; its closing events wait for [`close`].
-async fn finish(mut r: Relay, a: &Attempt<'_>, ctx: &mut RequestCtx) -> Streamed {
-    // The upstream's own usage when it sent one, else the tokenizer over what was actually
-    // delivered.
-    let counted = r.rewriter.upstream_usage().is_none();
-    let usage = match r.rewriter.upstream_usage() {
-        Some(u) => u,
+/// What the current leg used: the upstream's own usage when it sent one, else the tokenizer
+/// over what was actually delivered (and, for a continuation, the `partial` answer it was
+/// sent besides the conversation). `true`: counted.
+pub fn leg_usage<'a>(
+    r: &Relay,
+    a: &'a Attempt<'a>,
+    partial: Option<&str>,
+) -> impl std::future::Future<Output = (Usage, bool)> + Send + 'a {
+    // Read now: the relay is not `Sync`, so it is not held across the count.
+    let upstream = r.rewriter.upstream_usage();
+    let text = r.rewriter.delivered_text().to_owned();
+    let partial = partial.map(str::to_owned);
+    async move {
+        if let Some(u) = upstream {
+            return (u, false);
+        }
+        let messages = a.req.get("messages").map(|m| m.get().to_owned());
+        let usage = off_thread(a.shared, move || Usage {
+            prompt_tokens: messages.as_deref().map_or(0, tokens::count_prompt_json)
+                + partial.as_deref().map_or(0, tokens::count_text),
+            completion_tokens: tokens::count_text(&text),
+            ..Usage::default()
+        })
+        .await
+        .unwrap_or_default();
+        (usage, true)
+    }
+}
+
+/// Which legs a stream's usage is made of.
+pub enum Tally {
+    /// One upstream served it all: this one.
+    Alone,
+    /// A resumed stream whose last leg is this one, after these.
+    Last(Legs),
+    /// A resumed stream whose legs are these: the current translator's leg (a continuation
+    /// that failed before its first output) served nothing.
+    Settled(Legs),
+}
+
+/// Phase 4: what the stream used and how it ended; its closing events wait for [`close`]. A
+/// resumed stream's usage is its legs' summed, each leg charged at its rates.
+pub async fn finish(mut r: Relay, a: &Attempt<'_>, ctx: &mut RequestCtx, tally: Tally) -> Streamed {
+    let mut legs = match tally {
+        Tally::Alone => None,
+        Tally::Last(mut legs) => {
+            let (usage, counted) = leg_usage(&r, a, Some(&legs.partial)).await;
+            a.served(ctx, usage, counted);
+            let (m, p) = (a.dest.model, &a.dest.pool.provider);
+            legs.push(&m.id, &p.name, usage, &m.rates());
+            Some(legs)
+        }
+        Tally::Settled(legs) => Some(legs),
+    };
+    let usage = match legs.take() {
+        Some(l) if l.legs.len() > 1 => {
+            let total = l.usage();
+            ctx.resumed = Some(l);
+            total
+        }
+        // Only the first leg served: billed as any cut stream (`ctx.served` is its).
+        Some(_) => ctx.served.as_ref().map(|d| d.usage).unwrap_or_default(),
         None => {
-            let messages = a.req.get("messages").map(|m| m.get().to_owned());
-            let text = r.rewriter.delivered_text().to_owned();
-            off_thread(a.shared, move || Usage {
-                prompt_tokens: messages.as_deref().map_or(0, tokens::count_prompt_json),
-                completion_tokens: tokens::count_text(&text),
-                ..Usage::default()
-            })
-            .await
-            .unwrap_or_default()
+            let (usage, counted) = leg_usage(&r, a, None).await;
+            a.served(ctx, usage, counted);
+            usage
         }
     };
-    a.served(ctx, usage, counted);
     ctx.client_gone = r.gone;
     let mut streamed = Streamed {
         rewriter: None,
@@ -351,50 +397,4 @@ async fn finish(mut r: Relay, a: &Attempt<'_>, ctx: &mut RequestCtx) -> Streamed
     streamed.reusable = r.failure.is_none() && r.done;
     streamed.rewriter = Some(r.rewriter);
     streamed
-}
-
-/// Writes a piece of the stream to the client within `limit`; false when the client is gone or
-/// stopped reading (its socket buffers full for that long). A client that never reads must not
-/// pin the upstream connection and the credit hold forever.
-async fn send(session: &mut Session, bytes: Bytes, end: bool, limit: Duration) -> bool {
-    matches!(
-        tokio::time::timeout(limit, session.write_response_body(Some(bytes), end)).await,
-        Ok(Ok(()))
-    )
-}
-
-/// Reads the next upstream body piece, sending SSE comments to the client while the upstream
-/// is quiet so that the client never sees `client_idle` of silence. `Ok(None)` is the end of
-/// the upstream body; `Err` a read failure or `stream_chunk` of upstream silence.
-async fn next_piece(
-    up: &mut Response,
-    session: Option<&mut Session>,
-    silence: Duration,
-    keepalive: Duration,
-    client_gone: &mut bool,
-) -> Result<Option<Bytes>, Broke> {
-    let read = up.read_body();
-    tokio::pin!(read);
-    let limit = tokio::time::sleep(silence);
-    tokio::pin!(limit);
-    let Some(session) = session else {
-        return tokio::select! {
-            r = &mut read => r.map_err(|e| Broke::Read(e.to_string())),
-            _ = &mut limit => Err(Broke::Silent(silence)),
-        };
-    };
-    loop {
-        let tick = tokio::time::sleep(keepalive);
-        tokio::pin!(tick);
-        tokio::select! {
-            r = &mut read => return r.map_err(|e| Broke::Read(e.to_string())),
-            _ = &mut limit => return Err(Broke::Silent(silence)),
-            _ = &mut tick => {
-                let comment = Bytes::from_static(b": keep-alive\n\n");
-                if !*client_gone && !send(session, comment, false, keepalive).await {
-                    *client_gone = true;
-                }
-            }
-        }
-    }
 }

@@ -17,6 +17,7 @@ use tollgate_filters::openai::stream::StreamRewriter;
 use tollgate_filters::responses::native::{rewrite_native, NativeStream};
 use tollgate_filters::responses::reply::{completion_to_response, Head};
 use tollgate_filters::responses::stream::{Opening, ResponsesStream};
+use tollgate_filters::resume::{Frame, Seamed};
 use tollgate_filters::translator::StreamTranslator;
 use tollgate_filters::Usage;
 
@@ -118,30 +119,51 @@ fn chat_reply(
 
 /// The translator of one upstream stream into the client's format. A Responses client's is
 /// the chat translator of the provider's kind, its chunks written as Responses events: the
-/// chat chunk is the internal stream shape.
+/// chat chunk is the internal stream shape. `resume`: the request opted in to resuming a cut
+/// stream: its chat translator is [`Seamed`], which a continuation's translator ([`leg`])
+/// can carry on (a legacy completion, a provider's own Responses stream and a Gemini stream
+/// do not resume).
 pub fn stream(
     wire: Wire,
     kind: ProviderKind,
     model: &str,
     client_wants_usage: bool,
     shape: Shape<'_>,
+    resume: bool,
 ) -> Box<dyn StreamTranslator> {
+    let chat = || {
+        let inner = chat_stream(wire, kind, model, client_wants_usage);
+        if !resume {
+            return inner;
+        }
+        let frame = match wire {
+            Wire::Anthropic => Frame::Messages,
+            Wire::OpenAi | Wire::Gemini => Frame::Chat,
+        };
+        Box::new(Seamed::new(frame, inner))
+    };
     match shape {
         Shape::Legacy => Box::new(LegacyStream::new(model, client_wants_usage)),
         Shape::NativeResponses(o) => Box::new(NativeStream::new(head(o, model))),
-        Shape::Responses(o) => Box::new(ResponsesStream::new(
-            chat_stream(wire, kind, model, client_wants_usage),
-            o,
-            model,
-        )),
+        Shape::Responses(o) => Box::new(ResponsesStream::new(chat(), o, model)),
         Shape::Gemini(g) => Box::new(GeminiStream::new(
             chat_stream(wire, kind, model, client_wants_usage),
             model,
             &g.id,
             g.sse,
         )),
-        Shape::Chat => chat_stream(wire, kind, model, client_wants_usage),
+        Shape::Chat => chat(),
     }
+}
+
+/// A continuation's chat translator, for a [`Seamed`] stream to carry on with.
+pub fn leg(
+    wire: Wire,
+    kind: ProviderKind,
+    model: &str,
+    client_wants_usage: bool,
+) -> Box<dyn StreamTranslator> {
+    chat_stream(wire, kind, model, client_wants_usage)
 }
 
 fn chat_stream(

@@ -25,6 +25,11 @@ pub struct ProviderSection {
     /// shape instead of as chat completions (`kind = "openai"` only).
     #[serde(default)]
     pub responses_api: bool,
+    /// How a resumed stream asks this provider to continue a partial answer (`kind =
+    /// "openai"`; an Anthropic provider always takes it as a prefill): `prompt` (default),
+    /// `continue_final_message` (vLLM, SGLang) or `prefix` (DeepSeek).
+    #[serde(default)]
+    pub continuation: Option<String>,
     /// Consecutive failed requests that eject an endpoint (passive health).
     #[serde(default = "default_eject_after")]
     pub eject_after_failures: u32,
@@ -184,6 +189,8 @@ pub struct Provider {
     pub health_check: Option<HealthCheck>,
     pub self_hosted: bool,
     pub responses_api: bool,
+    /// How a resumed stream's continuation is asked of it.
+    pub continuation: tollgate_filters::resume::request::Continuation,
     pub eject_after_failures: u32,
     pub eject_for: Duration,
 }
@@ -259,6 +266,7 @@ pub(super) fn validate(
         if p.eject_after_failures == 0 {
             errs.push(err(at("eject_after_failures"), "must be at least 1"));
         }
+        let continuation = continuation(p, kind, &at("continuation"), errs);
         let eject_for = secs(&at("eject_secs"), p.eject_secs, errs);
         // A missing key variable is not an error: local providers need no key.
         let api_key = p
@@ -274,11 +282,36 @@ pub(super) fn validate(
             health_check: p.health_check.clone(),
             self_hosted: p.self_hosted,
             responses_api: p.responses_api,
+            continuation,
             eject_after_failures: p.eject_after_failures,
             eject_for,
         });
     }
     providers
+}
+
+/// A provider's continuation mode: an Anthropic provider continues a prefill; an
+/// OpenAI-compatible one as configured, by the continuation prompt unless it says otherwise.
+fn continuation(
+    p: &ProviderSection,
+    kind: ProviderKind,
+    at: &str,
+    errs: &mut Vec<ConfigError>,
+) -> tollgate_filters::resume::request::Continuation {
+    use tollgate_filters::resume::request::Continuation;
+    match (kind, p.continuation.as_deref()) {
+        (ProviderKind::Anthropic, None) => Continuation::Prefill,
+        (ProviderKind::Anthropic, Some(_)) => {
+            errs.push(err(at, "an anthropic provider always continues a prefill"));
+            Continuation::Prefill
+        }
+        (_, None) => Continuation::Prompt,
+        (_, Some(name)) => Continuation::parse(name).unwrap_or_else(|| {
+            let names = Continuation::NAMES.join(", ");
+            errs.push(err(at, format!("must be one of {names}")));
+            Continuation::Prompt
+        }),
+    }
 }
 
 #[cfg(test)]

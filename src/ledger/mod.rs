@@ -27,7 +27,7 @@
 //! # Layout
 //! One `impl Ledger` block per table group: [`store`] (the handle, connect, migrations,
 //! errors), [`accounts`], [`keys`], [`sessions`], [`credits`] (holds and settlement, the
-//! reaper), [`leases`] (credit-lease rounds), [`usage`], [`mcp`] (tool servers and their
+//! reaper), [`leases`] (credit-lease rounds), [`usage`], [`legs`] (a resumed stream's legs), [`mcp`] (tool servers and their
 //! developers' earnings), [`payments`] (checkouts, payment history, anonymous accounts and their
 //! assignment), [`responses`] (stored Responses API replies) and [`payment_events`] (each Stripe webhook event applied once, in one
 //! transaction with its record).
@@ -36,6 +36,7 @@ pub mod accounts;
 pub mod credits;
 pub mod keys;
 pub mod leases;
+pub mod legs;
 pub mod mcp;
 pub mod payment_events;
 pub mod payments;

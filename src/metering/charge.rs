@@ -4,7 +4,6 @@
 //! The request keeps it in its context's one metered slot; the pipeline settles it, and the
 //! logging hook settles what a dropped future left.
 
-use tollgate_filters::credits::cost_at;
 use tollgate_filters::route::ModelSpec;
 
 use super::{settle, Budget, Meter, PlacedHold, Served, Written};
@@ -96,6 +95,63 @@ impl Charge {
         t
     }
 
+    /// The `max_tokens` a resumed stream's continuation at `model` sends: `requested`, when
+    /// what the hold has left after the legs so far (`spent`) pays for it, the continuation's
+    /// prompt being the request's and the partial answer (`partial_tokens`); the hold is
+    /// topped up first when it falls short, and `None` skips a model the hold cannot buy one
+    /// token of (the resume is then not made on it). Noted for the usage row.
+    pub async fn size_continuation(
+        &mut self,
+        meter: &Meter<'_>,
+        request_id: &str,
+        model: &ModelSpec,
+        requested: u64,
+        (spent, partial_tokens): (i64, u64),
+    ) -> Option<u64> {
+        let (prompt_tokens, choices) = (
+            self.budget.prompt_tokens.saturating_add(partial_tokens),
+            self.budget.choices,
+        );
+        let left = move |held: i64| Budget {
+            held: held - spent,
+            prompt_tokens,
+            choices,
+        };
+        let bound = left(self.budget.held).bound(model, requested);
+        let short = bound - left(self.budget.held).held;
+        if short > 0 && self.grow_reserved(meter, self.budget.held + short).await {
+            match top_up(meter, &mut self.hold, request_id, short).await {
+                Ok(true) => {
+                    self.budget.held = self.hold.held;
+                    self.note(format!("{}: hold topped up for the continuation", model.id));
+                    return Some(requested);
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(request_id, "could not top the hold up: {e}"),
+            }
+            if let Some(r) = self.reserved.as_mut().filter(|r| r.amount > self.hold.held) {
+                meter
+                    .limiter
+                    .budgets
+                    .resize(&meter.limiter.counters(), r, self.hold.held)
+                    .await;
+            }
+        }
+        let t = left(self.budget.held).max_tokens(model, requested);
+        match t {
+            Some(t) if t < requested => self.note(format!(
+                "{}: continuation max_tokens lowered to {t}",
+                model.id
+            )),
+            None => self.note(format!(
+                "{}: no continuation, the hold cannot pay one token",
+                model.id
+            )),
+            Some(_) => {}
+        }
+        t
+    }
+
     /// Grows what the charge holds of its key's budget to `to` before the hold grows; false
     /// when the budget has not that much left (the hold then stays as it is).
     async fn grow_reserved(&mut self, meter: &Meter<'_>, to: i64) -> bool {
@@ -125,15 +181,26 @@ impl Charge {
     /// `None` when the ledger failed (the settlement then waits to be retried: see
     /// `unsettled`).
     pub async fn settle(self, meter: &Meter<'_>, mut served: Served<'_>) -> Option<Written> {
-        let note = self.note;
+        // A resumed stream's usage row tells its legs after the hold's decisions.
+        let note = match (self.note, served.legs) {
+            (n, None) => n,
+            (None, Some(l)) => Some(l.note()),
+            (Some(n), Some(l)) => Some(format!("{n}; {}", l.note())),
+        };
         served.hold_note = note.as_deref();
         // What the settlement charges (the cost, at most the hold) when it cannot say: it is
         // owed and retried until written.
-        let owed = served
-            .rates
-            .map_or(0, |r| cost_at(served.usage, &r))
-            .min(self.hold.held);
+        let owed = served.cost().min(self.hold.held);
+        let account = served.legs.map(|_| self.hold.account_id.clone());
         let written = settle(meter, self.hold, &served).await;
+        if let (Some(legs), Some(account)) = (served.legs, account) {
+            let rows = legs.rows(served.request_id, &account, crate::clock::now_ms());
+            if let Err(e) = meter.ledger.write_legs(&rows).await {
+                // The charge is written (or queued) with the usage row; only its breakdown by
+                // leg is lost.
+                tracing::warn!(request_id = %served.request_id, "could not write the legs of a resumed stream: {e}");
+            }
+        }
         if let Some(r) = self.reserved {
             let charged = written.map_or(owed, |w| w.charged);
             meter

@@ -50,6 +50,7 @@
 pub mod charge;
 pub mod holds;
 pub mod leases;
+pub mod legs;
 pub mod prompt_only;
 pub mod tool;
 pub mod unsettled;
@@ -235,6 +236,21 @@ pub struct Served<'a> {
     pub latency_ms: i64,
     /// What the hold decided for candidates after the first, if anything.
     pub hold_note: Option<&'a str>,
+    /// A resumed stream's legs: charged each at its model's rates instead of `usage` at
+    /// `rates` (`usage` is then their sum).
+    pub legs: Option<&'a legs::Legs>,
+}
+
+impl Served<'_> {
+    /// What the request costs before the hold's cap: each leg at its rates for a resumed
+    /// stream, else the usage at the rates of the model used (nothing when none served).
+    pub fn cost(&self) -> i64 {
+        match (self.legs, &self.rates) {
+            (Some(l), _) => l.cost(),
+            (None, Some(rates)) => credits::cost_at(self.usage, rates),
+            (None, None) => 0,
+        }
+    }
 }
 
 /// What a settlement wrote.
@@ -252,10 +268,7 @@ pub struct Written {
 /// one usage row. `None` when the ledger failed: the settlement then waits in [`unsettled`]
 /// and is retried until it commits.
 pub async fn settle(meter: &Meter<'_>, hold: PlacedHold, served: &Served<'_>) -> Option<Written> {
-    let mut cost = match &served.rates {
-        Some(rates) => credits::cost_at(served.usage, rates),
-        None => 0,
-    };
+    let mut cost = served.cost();
     if cost > hold.held {
         // The hold bounds what a request may cost: a usage above it (a prompt far above its
         // estimate, or an upstream's absurd counts) is charged the hold, and told.

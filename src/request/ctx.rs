@@ -9,6 +9,7 @@ use tollgate_filters::Usage;
 
 use crate::limits::in_flight::Slot;
 use crate::metering::charge::Charge;
+use crate::metering::legs::Legs;
 use crate::metering::{Meter, Served, Written};
 
 /// The wire format the client speaks, which decides the shape of every answer, errors too.
@@ -49,6 +50,8 @@ pub struct RequestCtx {
     pub metered: Option<Charge>,
     /// What was served: set by the attempt that served the request.
     pub served: Option<Delivery>,
+    /// A resumed stream's legs, each charged at its model's rates (`served` is the last).
+    pub resumed: Option<Legs>,
     /// What the settlement wrote (into the ledger, or into a credit lease whose next round
     /// commits it).
     pub charged: Option<Written>,
@@ -83,6 +86,7 @@ impl RequestCtx {
             client_gone: false,
             metered: None,
             served: None,
+            resumed: None,
             charged: None,
             headers: Vec::new(),
             slot: None,
@@ -108,11 +112,15 @@ impl RequestCtx {
             model_requested: self.model_requested.as_deref().unwrap_or_default(),
             model_used: d.map(|d| d.model.as_str()),
             provider: d.map(|d| d.provider.as_str()),
-            usage: d.map(|d| d.usage).unwrap_or_default(),
+            usage: match &self.resumed {
+                Some(legs) => legs.usage(),
+                None => d.map(|d| d.usage).unwrap_or_default(),
+            },
             rates: d.map(|d| d.rates),
             status: self.status,
             latency_ms: self.start.elapsed().as_millis() as i64,
             hold_note: None,
+            legs: self.resumed.as_ref(),
         };
         if let Some(w) = charge.settle(meter, served).await {
             self.charged = Some(w);

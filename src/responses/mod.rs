@@ -53,6 +53,9 @@ async fn pipeline(
         rt.config.timeouts.request_body,
     )
     .await?;
+    // The body's `tollgate` extension is the gateway's, not a Responses field.
+    let (resume, stripped) = crate::chat::opt_in(session, &raw)?;
+    let raw = stripped.map_or(raw, |b| bytes::BytesMut::from(bytes::Bytes::from(b)));
     let mut req = parse_responses_request(&raw)?;
     ctx.model_requested = Some(req.model.clone());
     let account = caller.account_id();
@@ -91,6 +94,7 @@ async fn pipeline(
     };
     let front = Front {
         responses: Some(&responses),
+        resume,
         ..Front::default()
     };
     // The attempt wrote the reply as a response object (chat/translate.rs), or streamed it.

@@ -104,6 +104,7 @@ mod tests {
     fn provider(key: Option<&str>) -> Provider {
         Provider {
             responses_api: false,
+            continuation: tollgate_filters::resume::request::Continuation::Prompt,
             name: "p".into(),
             kind: ProviderKind::OpenAi,
             endpoints: vec![],

@@ -34,6 +34,10 @@ pub enum AnthropicMode {
     OverloadedEvent,
     /// Streams: die after this many text deltas.
     DieAfter(usize),
+    /// Streams: an `error` event (`api_error`) after this many text deltas.
+    ErrorAfter(usize),
+    /// Streams: go silent after this many text deltas.
+    StallAfter(usize),
 }
 
 struct State {
@@ -244,6 +248,16 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
         };
         for (i, w) in text.iter().enumerate() {
             if mode == AnthropicMode::DieAfter(i) {
+                return Ok(());
+            }
+            if mode == AnthropicMode::StallAfter(i) {
+                tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                return Ok(());
+            }
+            if mode == AnthropicMode::ErrorAfter(i) {
+                let e = json!({"type":"error","error":{"type":"api_error","message":"Internal server error"}});
+                write_chunk(&mut sock, &sse("error", e)).await?;
+                sock.write_all(b"0\r\n\r\n").await?;
                 return Ok(());
             }
             let d = json!({"type":"content_block_delta","index":first,"delta":{"type":"text_delta","text": w}});

@@ -28,6 +28,11 @@ pub enum Mode {
     DieAfter(usize),
     /// Stream this many chunks, then go silent.
     StallAfter(usize),
+    /// Stream this many chunks, then an error event (and close).
+    ErrorAfter(usize),
+    /// Stream as [`Mode::Slow`], then drop the connection after this many chunks (the load
+    /// run's streams cut at half their length).
+    SlowThenDie(Duration, usize),
     /// Send a 200 SSE head, then nothing.
     SilentStream,
     /// Never report usage (JSON or stream).
@@ -460,6 +465,10 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
             .await?;
             for piece in ["{\"city\":", "\"Paris\"}"] {
                 write_chunk(&mut sock, &call(json!({"arguments": piece}), false)).await?;
+                // Cut inside the call's arguments.
+                if matches!(mode, Mode::DieAfter(_)) {
+                    return Ok(());
+                }
             }
             write_chunk(&mut sock, &chunk(json!({}), json!("tool_calls"))).await?;
             if usage_asked && mode != Mode::NoUsage {
@@ -492,7 +501,15 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
                     tokio::time::sleep(Duration::from_secs(3600)).await;
                     return Ok(());
                 }
+                Mode::ErrorAfter(n) if i == *n => {
+                    let e = json!({"error":{"message":"upstream fell over","type":"server_error"}});
+                    write_chunk(&mut sock, &event(e)).await?;
+                    sock.write_all(b"0\r\n\r\n").await?;
+                    return Ok(());
+                }
                 Mode::Slow(d) => tokio::time::sleep(*d).await,
+                Mode::SlowThenDie(_, n) if i == *n => return Ok(()),
+                Mode::SlowThenDie(d, _) => tokio::time::sleep(*d).await,
                 _ => {}
             }
             write_chunk(&mut sock, &chunk(json!({"content": w}), Value::Null)).await?;

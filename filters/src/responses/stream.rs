@@ -434,4 +434,12 @@ impl StreamTranslator for ResponsesStream {
     fn take_object(&mut self) -> Option<Value> {
         self.object.take()
     }
+    // A resumed stream continues inside the chat stream it is written from: the response's
+    // items and sequence numbers carry on.
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
+    }
+    fn resume(&mut self, next: Box<dyn StreamTranslator>) -> bool {
+        self.inner.resume(next)
+    }
 }

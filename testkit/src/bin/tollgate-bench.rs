@@ -1,8 +1,8 @@
 //! `tollgate-bench`: the benchmarks' tools in one binary.
 //!
-//! - `tollgate-bench fake --listen ADDR [--words N] [--delay-ms D]`: the fake OpenAI-compatible
-//!   provider of the tests (`tollgate_testkit::FakeOpenAi`), fast and quiet: JSON, or SSE with
-//!   N chunks, D ms apart.
+//! - `tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] [--die-after K]`: the fake
+//!   OpenAI-compatible provider of the tests (`tollgate_testkit::FakeOpenAi`), fast and quiet:
+//!   JSON, or SSE with N chunks, D ms apart (each stream dropped after K chunks when asked).
 //! - `tollgate-bench tools --listen ADDR`: a plain JSON-RPC tool server (the MCP rows).
 //! - `tollgate-bench pingora --listen ADDR --upstream HOST:PORT [--threads N]`: Pingora's own
 //!   proxy with no logic in front of one upstream: the floor for one hop on our framework.
@@ -72,7 +72,7 @@ fn usage(problem: Option<&str>) -> ! {
     if let Some(p) = problem {
         eprintln!("tollgate-bench: {p}");
     }
-    eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] | tools --listen ADDR | anthropic --listen ADDR | pingora --listen ADDR --upstream HOST:PORT [--threads N] | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V'] [--body JSON | --model M --max-tokens N --pad-to BYTES] [--keys-file FILE] | body [--model M] [--stream] [--max-tokens N] [--pad-to BYTES]");
+    eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] [--die-after K] | tools --listen ADDR | anthropic --listen ADDR | pingora --listen ADDR --upstream HOST:PORT [--threads N] | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V'] [--body JSON | --model M --max-tokens N --pad-to BYTES] [--keys-file FILE] | body [--model M] [--stream] [--max-tokens N] [--pad-to BYTES]");
     std::process::exit(2);
 }
 
@@ -106,6 +106,13 @@ async fn run_fake(args: &[String]) {
         .filter(|d| *d > 0)
     {
         fake = fake.mode(Mode::Slow(Duration::from_millis(d)));
+    }
+    // Every stream dropped after this many chunks (load.sh's resumed-streams row).
+    if let Some(n) = arg(args, "--die-after").and_then(|n| n.parse().ok()) {
+        let d = arg(args, "--delay-ms")
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(0);
+        fake = fake.mode(Mode::SlowThenDie(Duration::from_millis(d), n));
     }
     let f = fake.start().await;
     eprintln!("fake provider on {}", f.addr);
