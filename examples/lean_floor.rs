@@ -77,7 +77,9 @@ impl ProxyHttp for Lean {
         while let Some(piece) = reply.read_body().await? {
             session.write_response_body(Some(piece), false).await?;
         }
-        session.write_response_body(Some(Bytes::new()), true).await?;
+        session
+            .write_response_body(Some(Bytes::new()), true)
+            .await?;
         reply.release(&self.connections, &self.peer, None);
         Ok(true)
     }
@@ -112,9 +114,8 @@ fn main() {
         connections: Connections::default(),
     };
     let mut service = pingora::proxy::http_proxy_service(&server.configuration, lean);
-    service.add_listener(
-        ListenerConfig::tcp(listen).l4_buffer(L4BufferSettings::default().read(0)),
-    );
+    service
+        .add_listener(ListenerConfig::tcp(listen).l4_buffer(L4BufferSettings::default().read(0)));
     service.threads = Some(threads);
     server.add_service(service);
     server.run_forever()
