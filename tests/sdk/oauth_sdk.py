@@ -58,7 +58,18 @@ class Callback:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
-                outer.query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+                # Only the redirect counts: the browser asks for /favicon.ico afterwards, which
+                # would otherwise overwrite the code before the SDK reads it.
+                parsed = urllib.parse.urlparse(self.path)
+                if parsed.path != "/callback":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                if outer.arrived.is_set():
+                    self.send_response(409)
+                    self.end_headers()
+                    return
+                outer.query = urllib.parse.parse_qs(parsed.query)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain")
                 self.end_headers()
