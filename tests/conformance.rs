@@ -19,44 +19,9 @@ use tollgate_testkit::*;
 /// Scenarios that pass direct and are known to fail through `/mcp/{slug}` today, by run
 /// ("0.1.16", "2026-07-28" or "2025-11-25") and with the reason: a whole scenario, or
 /// `scenario:check` for one failing check of it (its other checks must pass). Each is work of
-/// issue 30 not in yet; remove an entry as it starts passing.
-const KNOWN_THROUGH_FAILURES: &[(&str, &str, &str)] = &[
-    // The gateway speaks 2026-07-28 to a tool server that offers it, statelessly, whatever
-    // the client's era; the SDK's server then has no stream for a request of its own
-    // ("this transport context has no back-channel for server-initiated requests") and the
-    // tool answers without asking: the relay of sampling and elicitation is not in yet.
-    ("0.1.16", "tools-call-sampling", SAMPLING),
-    ("0.1.16", "tools-call-elicitation", ELICITATION),
-    ("0.1.16", "elicitation-sep1034-defaults", ELICITATION),
-    ("0.1.16", "elicitation-sep1330-enums", ELICITATION),
-    ("2025-11-25", "tools-call-sampling", SAMPLING),
-    ("2025-11-25", "tools-call-elicitation", ELICITATION),
-    ("2025-11-25", "elicitation-sep1034-defaults", ELICITATION),
-    ("2025-11-25", "elicitation-sep1330-enums", ELICITATION),
-    // A 2025 client's `logging/setLevel`, `resources/subscribe` and `resources/unsubscribe`
-    // are forwarded in the 2026-07-28 envelope, where those methods are gone: the server's
-    // -32601 comes back. The logging scenario sets the level before its call, so it fails on
-    // that too (and a 2026 call without a log level in its `_meta` gets no log messages).
-    ("0.1.16", "logging-set-level", REMOVED_IN_2026),
-    ("0.1.16", "resources-subscribe", REMOVED_IN_2026),
-    ("0.1.16", "resources-unsubscribe", REMOVED_IN_2026),
-    ("0.1.16", "tools-call-with-logging", REMOVED_IN_2026),
-    ("2025-11-25", "logging-set-level", REMOVED_IN_2026),
-    ("2025-11-25", "resources-subscribe", REMOVED_IN_2026),
-    ("2025-11-25", "resources-unsubscribe", REMOVED_IN_2026),
-    ("2025-11-25", "tools-call-with-logging", REMOVED_IN_2026),
-    // Check `sep-2575-server-declares-prompts-in-discover`: `/mcp/{slug}` answers
-    // `server/discover` itself with the `tools` capability only, yet passes `prompts/list`
-    // through to a server that has prompts.
-    (
-        "2026-07-28",
-        "server-stateless:sep-2575-server-declares-prompts-in-discover",
-        "discover declares no prompts capability",
-    ),
-];
-const SAMPLING: &str = "sampling/createMessage not relayed to the client";
-const ELICITATION: &str = "elicitation/create not relayed to the client";
-const REMOVED_IN_2026: &str = "a 2025-only method forwarded in the 2026-07-28 era: -32601";
+/// issue 30 not in yet or a decision of the gateway's (each says which); remove an entry as
+/// it starts passing.
+const KNOWN_THROUGH_FAILURES: &[(&str, &str, &str)] = &[];
 
 /// The fewest scenarios each run must pass direct: what the reference server passes today
 /// (0.1.16's 32 server scenarios, 0.2's 37 of 2026-07-28 and 30 of 2025-11-25), so a broken

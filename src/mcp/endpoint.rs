@@ -23,7 +23,8 @@ use tollgate_filters::mcp::{
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::forward::{forward, passthrough};
-use super::{asks, inputs, relay, stateless};
+use super::stateless::{self, declared};
+use super::{asks, inputs, relay};
 use crate::auth::caller::{self, Caller};
 use crate::ledger::mcp::Service;
 use crate::metering::tool::{self, ToolCall};
@@ -120,11 +121,13 @@ pub async fn handle(
     let ttl_ms = rt.config.mcp.refresh.as_millis() as u64;
     // A call whose notifications were relayed has its answer's stream open already.
     let mut streamed = false;
+    // `/mcp/{slug}`'s own service, whose other methods are passed through to it.
+    let own = scope.first().copied().filter(|_| slug.is_some());
     let answer = match method.as_ref() {
-        "server/discover" => stateless::discover(ttl_ms),
+        "server/discover" => stateless::discover(ttl_ms, declared(shared, own, false).await),
         "initialize" => Ok(raw_json(&json!({
             "protocolVersion": negotiate(protocol_version(params).as_deref()),
-            "capabilities": {"tools": {"listChanged": false}},
+            "capabilities": declared(shared, own, true).await,
             "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
         }))),
         "ping" => Ok(raw_json(&json!({}))),
@@ -148,9 +151,9 @@ pub async fn handle(
             streamed = call.opened;
             out
         }
-        other => match scope.first().filter(|_| slug.is_some()) {
+        other => match own {
             // One service's own methods (resources, prompts, completion, logging) as it answers them.
-            Some(s) => forward(shared, s, other, params).await,
+            Some(s) => forward(shared, s, other, params, !is_2026).await,
             None => Err(RpcError::new(
                 id.clone(),
                 METHOD_NOT_FOUND,
@@ -320,8 +323,9 @@ impl Call<'_> {
         // The agent's params as sent, but for the tool's own name.
         let params = tool_call_params(params, &members, tool);
         let timeout = rt.config.mcp.call_timeout;
-        let relayed = relay::wanted(session, self.params, self.is_2026);
-        let reply = match Upstream::resolve(self.shared, &service.upstream_url, timeout).await {
+        let relayed = relay::wanted(session, self.is_2026);
+        let up = Upstream::resolve(self.shared, &service.upstream_url, timeout).await;
+        let reply = match up.map(|u| u.for_agent(!self.is_2026)) {
             Ok(up) if relayed.is_some() => {
                 let (notes, asks) = relayed.unwrap_or_default();
                 let sealer = asks::Sealer::new(self.shared, &service.slug, self.account, timeout);

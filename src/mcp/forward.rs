@@ -12,12 +12,14 @@ use crate::runtime::Shared;
 use crate::tool_servers::client::Upstream;
 use crate::tool_servers::reply::Reply;
 
-/// A method of one service passed through unbilled: its response's `result` or `error`.
+/// A method of one service passed through unbilled, in the agent's era when the server speaks
+/// both (`legacy`: a 2025 agent): its response's `result` or `error`.
 pub async fn forward(
     shared: &Shared,
     s: &Service,
     method: &str,
     params: Option<&RawValue>,
+    legacy: bool,
 ) -> Result<Box<RawValue>, RpcError> {
     let timeout = shared.runtime.load().config.mcp.call_timeout;
     let up_err = |why: String| {
@@ -28,6 +30,7 @@ pub async fn forward(
         .await
         .map_err(|f| up_err(f.0))?;
     let reply = up
+        .for_agent(legacy)
         .request(method, params.map(|p| p.get().as_bytes()))
         .await
         .map_err(|f| up_err(f.0))?;

@@ -1,8 +1,9 @@
 //! A tool server's messages during a `tools/call`, relayed to the agent: its progress and log
-//! notifications when the agent asked for them (a `progressToken` in the call's `_meta`, and
-//! `text/event-stream` in its `Accept`), its requests to the client (sampling, elicitation,
-//! roots, ping) when the answer may be an event stream and the client is of the 2025 era, each
-//! with a sealed id ([`asks`](super::asks)). The answer becomes an event stream, opened at the
+//! notifications when the agent takes an event stream (`text/event-stream` in its `Accept`, as
+//! the Streamable HTTP transport asks of every client; a server sends progress only for a
+//! `progressToken` the agent put in the call's `_meta`), its requests to the client
+//! (sampling, elicitation, roots, ping) when the answer may be an event stream and the client
+//! is of the 2025 era, each with a sealed id ([`asks`](super::asks)). The answer becomes an event stream, opened at the
 //! first message, each an event as the server sent it (but for a request's id), and the call's
 //! response the last event. An agent whose call had none gets its one JSON reply as before.
 //! The charge does not change: the call is settled when its response is known, before the
@@ -12,9 +13,7 @@ use std::future::Future;
 
 use bytes::Bytes;
 use pingora::proxy::Session;
-use serde_json::value::RawValue;
 use tokio::sync::mpsc::UnboundedReceiver;
-use tollgate_filters::json::raw;
 
 use super::asks::Sealer;
 use crate::request::ctx::RequestCtx;
@@ -22,24 +21,18 @@ use crate::request::respond;
 use crate::tool_servers::reply::Relayed;
 
 /// What the agent's answer can carry: `None`, nothing (it takes no event stream); else
-/// whether it asked for notifications, and whether the server's requests may be relayed
-/// (a 2026-07-28 client is asked for input with results, not requests).
-pub fn wanted(session: &Session, params: Option<&RawValue>, is_2026: bool) -> Option<(bool, bool)> {
+/// whether notifications are relayed (always, to an agent that takes a stream: log messages
+/// need no token, and the conformance suite's logging scenario sends none), and whether the
+/// server's requests may be relayed (a 2026-07-28 client is asked for input with results, not
+/// requests).
+pub fn wanted(session: &Session, is_2026: bool) -> Option<(bool, bool)> {
     let sse = session
         .req_header()
         .headers
         .get("accept")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("text/event-stream"));
-    let token = params
-        .and_then(raw::object)
-        .and_then(|m| {
-            raw::get(&m, "_meta")
-                .and_then(raw::object)
-                .map(|meta| raw::get(&meta, "progressToken").is_some())
-        })
-        .unwrap_or(false);
-    sse.then_some((token, !is_2026))
+    sse.then_some((true, !is_2026))
 }
 
 /// Runs `call`, writing each notification that arrives meanwhile to the agent as an event

@@ -8,7 +8,11 @@ use pingora::proxy::Session;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use tollgate_filters::mcp::era::{self, Headers};
-use tollgate_filters::mcp::{RpcError, METHOD_NOT_FOUND};
+use tollgate_filters::mcp::{declared_capabilities, RpcError, METHOD_NOT_FOUND};
+
+use crate::ledger::mcp::Service;
+use crate::runtime::Shared;
+use crate::tool_servers::client::Upstream;
 
 /// The routing headers of the request.
 pub fn headers(session: &Session) -> Headers<'_> {
@@ -21,9 +25,32 @@ pub fn headers(session: &Session) -> Headers<'_> {
     }
 }
 
-/// The answer to `server/discover`; a tools list may be cached for `ttl_ms`.
-pub fn discover(ttl_ms: u64) -> Result<Box<RawValue>, RpcError> {
-    Ok(raw(era::discover_result(env!("CARGO_PKG_VERSION"), ttl_ms)))
+/// The answer to `server/discover` (`capabilities`: [`declared`]); a tools list may be cached
+/// for `ttl_ms`.
+pub fn discover(ttl_ms: u64, capabilities: Value) -> Result<Box<RawValue>, RpcError> {
+    Ok(raw(era::discover_result(
+        env!("CARGO_PKG_VERSION"),
+        ttl_ms,
+        capabilities,
+    )))
+}
+
+/// What an endpoint declares to an agent (of the 2025 era: `legacy`) at `server/discover` or
+/// `initialize`: on `/mcp/{slug}` (`own`: its service) the tools and what the server itself
+/// declared of the methods passed through to it (found out when not known yet: one request);
+/// on `/mcp`, or when the server cannot be asked now, the tools alone.
+pub async fn declared(shared: &Shared, own: Option<&Service>, legacy: bool) -> Value {
+    let mut server = Value::Null;
+    if let Some(s) = own {
+        let timeout = shared.runtime.load().config.mcp.call_timeout;
+        if let Ok(up) = Upstream::resolve(shared, &s.upstream_url, timeout).await {
+            match up.for_agent(legacy).capabilities().await {
+                Ok(c) => server = c,
+                Err(f) => tracing::debug!(slug = %s.slug, "capabilities unknown: {f}"),
+            }
+        }
+    }
+    declared_capabilities(&server, !legacy)
 }
 
 /// `subscriptions/listen` is refused by name, on both endpoints and in both eras: it is a

@@ -78,6 +78,7 @@ impl Upstream<'_> {
         let session = UpstreamSession {
             id: session_id.map(str::to_owned),
             version: version.to_owned(),
+            ..UpstreamSession::default()
         };
         let peer = self.peer();
         let request = self.build(message, Some(&session), None)?;

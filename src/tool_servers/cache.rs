@@ -24,13 +24,28 @@ pub const LIVE_TTL: Duration = Duration::from_secs(2);
 /// moves is picked up within this time, as a load balancer's DNS refresh would.
 pub const RESOLVED_TTL: Duration = Duration::from_secs(10);
 
-/// The gateway's session with one upstream tool server.
-#[derive(Debug, Clone)]
+/// The gateway's session with one upstream tool server, and what it found out opening it.
+#[derive(Debug, Clone, Default)]
 pub struct UpstreamSession {
     /// `Mcp-Session-Id`, when the server issued one.
     pub id: Option<String>,
-    /// The protocol version the server answered `initialize` with.
+    /// The protocol version the server answered `initialize` with (2026-07-28: stateless).
     pub version: String,
+    /// Whether a stateless server also keeps 2025 sessions (`None`: not known yet): found at
+    /// a 2025 agent's first request by `initialize` (its `server/discover` lists only
+    /// 2026-07-28, as the 2.x SDK's does). Then that agent's requests go to it in a session of
+    /// that era (`legacy_key`), where it can ask the agent on the call's stream and answers as
+    /// that era does.
+    pub also_2025: Option<bool>,
+    /// The capabilities the server declared (`server/discover` or `initialize`), `null` when
+    /// it declared none: what `/mcp/{slug}` declares of it.
+    pub capabilities: serde_json::Value,
+}
+
+/// Where a both-era server's 2025 session is kept, beside its stateless finding under `url`.
+pub fn legacy_key(url: &str) -> String {
+    // A space is no part of a URL: the key cannot be another server's.
+    format!("{url} 2025")
 }
 
 #[derive(Default)]

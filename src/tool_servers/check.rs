@@ -5,6 +5,7 @@ use serde_json::Value;
 use tollgate_filters::mcp::checked_tools;
 use tollgate_filters::{ErrorKind, GatewayError};
 
+use super::cache::legacy_key;
 use super::client::Upstream;
 use crate::runtime::Shared;
 
@@ -25,6 +26,7 @@ pub async fn live_check(shared: &Shared, url: &str) -> Result<Value, GatewayErro
         .map_err(|f| GatewayError::invalid(format!("upstream_url: {f}")))?;
     // A fresh session: the check must see the server as it is now.
     shared.mcp.drop_session(url);
+    shared.mcp.drop_session(&legacy_key(url));
     up.open().await.map_err(|f| failed(f.0))?;
     let reply = up
         .request("tools/list", Some(b"{}"))

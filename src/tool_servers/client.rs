@@ -10,6 +10,7 @@
 //! into a bounded buffer: past `[mcp] max_result_bytes` the read stops.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -25,6 +26,9 @@ use crate::config::EndpointUrl;
 use crate::runtime::Shared;
 use crate::upstream::head::Request;
 use crate::upstream::wire;
+
+/// The id of the next request to a tool server (`initialize` and `server/discover` use 0).
+static NEXT_ID: AtomicI64 = AtomicI64::new(1);
 
 /// Why a tool server could not be used, in words a client may read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +56,8 @@ pub struct Upstream<'a> {
     /// Where the notifications and requests a server sends during a request go, to be relayed
     /// to the agent (`asks.rs`); `None`: notifications dropped, requests answered here.
     pub(super) relay: Option<RelayTo>,
+    /// The agent is of the 2025 era: a server of both eras is spoken to in 2025 for it.
+    pub(super) legacy: bool,
 }
 
 /// What one POST answered.
@@ -114,6 +120,7 @@ impl<'a> Upstream<'a> {
             deadline,
             max_bytes: mcp.max_result_bytes,
             relay: None,
+            legacy: false,
         })
     }
 
@@ -123,20 +130,26 @@ impl<'a> Upstream<'a> {
         self
     }
 
+    /// Speaks for an agent of the 2025 era (`legacy`) or of 2026-07-28 (`stateless.rs`).
+    pub fn for_agent(mut self, legacy: bool) -> Self {
+        self.legacy = legacy;
+        self
+    }
+
     /// The time the request has left.
     pub fn left(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
-    /// Sends one JSON-RPC request (in the era the server speaks: found out first when not
-    /// known, [`Upstream::open`]), its `params` the given JSON text, and returns its response
-    /// object (`result` or `error`).
+    /// Sends one JSON-RPC request (in the era the server speaks, the agent's when it speaks
+    /// both: found out first when not known, [`Upstream::session`]), its `params` the given
+    /// JSON text, and returns its response object (`result` or `error`).
     pub async fn request(&self, method: &str, params: Option<&[u8]>) -> Result<Reply, Failure> {
-        let mut session = match self.shared.mcp.session(&self.key) {
-            Some(s) => s,
-            None => self.open().await?,
-        };
+        let (mut key, mut session) = self.session().await?;
         for attempt in 0..2 {
+            // An id of its own: the gateway's session with a server carries many agents'
+            // requests at once, and the server tells their responses apart by it.
+            let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
             let stateless = session.version == era::STATELESS;
             let (msg, routing) = if stateless {
                 let p = era::with_meta(params, env!("CARGO_PKG_VERSION"))
@@ -145,18 +158,18 @@ impl<'a> Upstream<'a> {
                     method,
                     name: routing_name(method, &p),
                 };
-                (request_json(Some(1), method, Some(&p)), Some(routing))
+                (request_json(Some(id), method, Some(&p)), Some(routing))
             } else {
-                (request_json(Some(1), method, params), None)
+                (request_json(Some(id), method, params), None)
             };
             let a = self
-                .post(&msg, Some(1), Some(&session), routing.as_ref())
+                .post(&msg, Some(id), Some(&session), routing.as_ref())
                 .await?;
             match (a.status, a.message) {
                 (404, _) if attempt == 0 && session.id.is_some() => {
                     // The server forgot our session (restart, expiry): start another once.
-                    self.shared.mcp.drop_session(&self.key);
-                    session = self.initialize().await?;
+                    self.shared.mcp.drop_session(&key);
+                    session = self.initialize(&key).await?;
                 }
                 // A stateless server that no longer speaks the era (or never answers this
                 // path): find out again, once.
@@ -169,7 +182,7 @@ impl<'a> Upstream<'a> {
                         }) =>
                 {
                     self.shared.mcp.drop_session(&self.key);
-                    session = self.open().await?;
+                    (key, session) = self.session().await?;
                 }
                 (200..=299, Some(m)) => return Ok(m),
                 (400..=499, Some(m)) if stateless && m.error().is_some() => return Ok(m),
@@ -180,9 +193,21 @@ impl<'a> Upstream<'a> {
         Err(fail("kept refusing its session"))
     }
 
-    /// `initialize` and `notifications/initialized`; a server that refuses `initialize` with a
-    /// JSON-RPC error is a plain handler and is called without a session.
-    pub async fn initialize(&self) -> Result<UpstreamSession, Failure> {
+    /// `initialize` and `notifications/initialized`, the session kept under `key`; a server
+    /// that refuses `initialize` is a plain handler and is called without a session.
+    pub async fn initialize(&self, key: &str) -> Result<UpstreamSession, Failure> {
+        let session = self.handshake().await?.unwrap_or_else(|| UpstreamSession {
+            version: PROTOCOL_VERSIONS[0].to_owned(),
+            ..UpstreamSession::default()
+        });
+        self.shared.mcp.set_session(key, session.clone());
+        Ok(session)
+    }
+
+    /// `initialize` and `notifications/initialized`: the session, or `None` when the server
+    /// refuses `initialize` (a JSON-RPC error, or HTTP 400, 404 or 405 as some plain handlers
+    /// and 2026-only servers answer).
+    pub(super) async fn handshake(&self) -> Result<Option<UpstreamSession>, Failure> {
         let params = json!({
             "protocolVersion": PROTOCOL_VERSIONS[0],
             // What the gateway relays to the agent during a call (`asks.rs`); an agent that
@@ -191,29 +216,28 @@ impl<'a> Upstream<'a> {
             "clientInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")}});
         let msg = request_json(Some(0), "initialize", Some(params.to_string().as_bytes()));
         let a = self.post(&msg, Some(0), None, None).await?;
-        let plain = UpstreamSession {
-            id: None,
-            version: PROTOCOL_VERSIONS[0].to_owned(),
-        };
         let session = match (a.status, &a.message) {
-            (200..=299, Some(m)) if m.result().is_some() => UpstreamSession {
-                id: a.session,
-                version: m.result_tree()["protocolVersion"]
-                    .as_str()
-                    .unwrap_or(PROTOCOL_VERSIONS[0])
-                    .to_owned(),
-            },
-            (200..=299, Some(m)) if m.error().is_some() => plain,
-            // Some plain handlers answer an unknown method with an HTTP error.
-            (400 | 404 | 405, _) => plain,
+            (200..=299, Some(m)) if m.result().is_some() => {
+                let result = m.result_tree();
+                UpstreamSession {
+                    id: a.session,
+                    version: result["protocolVersion"]
+                        .as_str()
+                        .unwrap_or(PROTOCOL_VERSIONS[0])
+                        .to_owned(),
+                    also_2025: None,
+                    capabilities: result["capabilities"].clone(),
+                }
+            }
+            (200..=299, Some(m)) if m.error().is_some() => return Ok(None),
+            (400 | 404 | 405, _) => return Ok(None),
             (s, _) => return Err(fail(format!("answered initialize with HTTP {s}"))),
         };
         if session.id.is_some() || a.status == 200 {
             let note = request_json(None, "notifications/initialized", None);
             self.post(&note, None, Some(&session), None).await?;
         }
-        self.shared.mcp.set_session(&self.key, session.clone());
-        Ok(session)
+        Ok(Some(session))
     }
 
     /// POSTs one message (`id`: the request's, `None` for a notification).

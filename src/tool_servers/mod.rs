@@ -2,7 +2,8 @@
 //! [`client`] speaks Streamable HTTP to one server (SSRF-checked address, the gateway's own
 //! session with it) and [`reply`] reads what it answers, [`asks`] relays what the server sends
 //! the agent during a call and delivers the agent's answers, [`stateless`] finds out first whether it speaks the 2026-07-28 protocol
-//! (then no session at all), [`check`] is the live check every registration and approval runs, and
+//! (then no session at all, but for a 2025 agent's requests to a server that keeps 2025
+//! sessions too), [`check`] is the live check every registration and approval runs, and
 //! [`cache`] is what one instance keeps between requests (live services, upstream sessions,
 //! resolved addresses), none of it needed by another; [`live`] reads the live services through
 //! it.

@@ -3,7 +3,8 @@
 //! fails a call ([`ToolMode`]). Replies are JSON, or SSE with [`FakeToolServer::sse`].
 //! [`FakeToolServer::stateless`] speaks only the 2026-07-28 protocol: `server/discover`, every
 //! request's `_meta` and routing headers checked as that specification says, `initialize`
-//! refused (400, -32022).
+//! refused (400, -32022). [`FakeToolServer::both`] speaks both eras: a request in the 2026
+//! envelope is answered as the stateless one does, any other as the 2025 server does.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -14,8 +15,8 @@ use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::mcp_2026::{input_round, stateless_refusal};
-use crate::mcp_ask::{ask_the_client, chunk, progress_stream};
+use crate::mcp_2026::{capabilities, discovered, in_2026_envelope, input_round, stateless_refusal};
+use crate::mcp_ask::{ask_the_client, chunk, progress_stream, reply, reply_text};
 use crate::openai::read_request;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +70,8 @@ struct State {
     more: AtomicBool,
     /// Speak only 2026-07-28 (stateless).
     stateless: bool,
+    /// Speak 2026-07-28 to a request in its envelope, the 2025 era to any other.
+    both: bool,
     /// Requests that came in that era's envelope.
     stateless_requests: AtomicUsize,
     /// Answers to the server's requests ([`ToolMode::Ask`]): (session, id, message); next id.
@@ -109,11 +112,16 @@ impl FakeToolServer {
 
     /// Speaks only the 2026-07-28 protocol (no `initialize`, no session).
     pub async fn stateless() -> FakeToolServer {
-        Self::start_full("127.0.0.1:0", false, false, false, true).await
+        Self::start_full("127.0.0.1:0", false, false, false, (true, false)).await
+    }
+
+    /// Speaks both eras, as the 2.x SDK's servers do; declares `resources` and `logging` too.
+    pub async fn both() -> FakeToolServer {
+        Self::start_full("127.0.0.1:0", false, false, false, (false, true)).await
     }
 
     async fn start_at(addr: &str, plain: bool, sse: bool, empty: bool) -> FakeToolServer {
-        Self::start_full(addr, plain, sse, empty, false).await
+        Self::start_full(addr, plain, sse, empty, (false, false)).await
     }
 
     async fn start_full(
@@ -121,7 +129,7 @@ impl FakeToolServer {
         plain: bool,
         sse: bool,
         empty: bool,
-        stateless: bool,
+        (stateless, both): (bool, bool),
     ) -> FakeToolServer {
         let state = Arc::new(State {
             mode: Mutex::new(ToolMode::Ok),
@@ -134,6 +142,7 @@ impl FakeToolServer {
             empty,
             more: AtomicBool::new(false),
             stateless,
+            both,
             stateless_requests: AtomicUsize::new(0),
             answers: Mutex::new(Vec::new()),
             next_ask: AtomicUsize::new(0),
@@ -182,43 +191,6 @@ impl FakeToolServer {
     }
 }
 
-async fn reply(
-    sock: &mut TcpStream,
-    status: u16,
-    body: &Value,
-    sse: bool,
-    session: Option<&str>,
-) -> std::io::Result<()> {
-    reply_text(sock, status, body.to_string(), sse, session).await
-}
-
-async fn reply_text(
-    sock: &mut TcpStream,
-    status: u16,
-    text: String,
-    sse: bool,
-    session: Option<&str>,
-) -> std::io::Result<()> {
-    let (ctype, payload) = if sse {
-        (
-            "text/event-stream",
-            format!("event: message\ndata: {text}\n\n"),
-        )
-    } else {
-        ("application/json", text)
-    };
-    let sid = session
-        .map(|s| format!("Mcp-Session-Id: {s}\r\n"))
-        .unwrap_or_default();
-    // Head and body in one write, as HTTP servers send a small reply (two writes cost every
-    // client a second read and wakeup, and the benchmarks' proxies two).
-    let reply = format!(
-        "HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\n{sid}Content-Length: {}\r\n\r\n{payload}",
-        payload.len()
-    );
-    sock.write_all(reply.as_bytes()).await
-}
-
 fn tools() -> Value {
     json!([
         {"name": "echo", "description": "Echoes its text", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
@@ -238,14 +210,15 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
                 .await?;
             continue;
         };
+        let stateless = st.stateless || st.both && in_2026_envelope(&req, &msg);
         let ok = |mut result: Value| {
-            if st.stateless {
+            if stateless {
                 result["resultType"] = json!("complete");
             }
             json!({"jsonrpc": "2.0", "id": id, "result": result})
         };
         let error = |code: i64, message: &str| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-        if st.stateless {
+        if stateless {
             if let Some((code, why)) = stateless_refusal(&req, &msg, &method) {
                 let mut e = error(code, why);
                 if code == -32022 {
@@ -256,9 +229,7 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
             }
             st.stateless_requests.fetch_add(1, Ordering::SeqCst);
             if method == "server/discover" {
-                let result = json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
-                    "ttlMs": 60000, "cacheScope": "public", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "fake-2026", "version": "1"}}});
-                reply(&mut sock, 200, &ok(result), st.sse, None).await?;
+                reply(&mut sock, 200, &ok(discovered(st.both)), st.sse, None).await?;
                 continue;
             }
         }
@@ -276,12 +247,12 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
                 let sid = format!("sess-{}", st.sessions.lock().unwrap().len() + 1);
                 st.sessions.lock().unwrap().push(sid.clone());
                 st.forget.store(false, Ordering::SeqCst);
-                let result = json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "fake-tools", "version": "1"}});
+                let result = json!({"protocolVersion": "2025-06-18", "capabilities": capabilities(st.both), "serverInfo": {"name": "fake-tools", "version": "1"}});
                 reply(&mut sock, 200, &ok(result), st.sse, Some(&sid)).await?;
             }
             continue;
         }
-        if !st.plain && !st.stateless {
+        if !st.plain && !stateless {
             let sid = req.header("mcp-session-id").unwrap_or_default().to_string();
             if !st.sessions.lock().unwrap().contains(&sid) {
                 let code = if sid.is_empty() { 400 } else { 404 };
@@ -316,6 +287,7 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
                 ok(json!({"tools": t}))
             }
             "ping" => ok(json!({})),
+            "logging/setLevel" if st.both && !stateless => ok(json!({})),
             "resources/list" => {
                 ok(json!({"resources": [{"uri": "fake://readme", "name": "readme"}]}))
             }

@@ -48,3 +48,25 @@ pub fn input_round(id: &Value, params: &Value) -> Value {
             "messages": [{"role": "user", "content": {"type": "text", "text": "Say hi"}}]}}}});
     json!({"jsonrpc": "2.0", "id": id, "result": ask})
 }
+
+/// Whether a request to a server of both eras ([`FakeToolServer::both`](crate::FakeToolServer::both))
+/// is of the 2026-07-28 one: its `_meta` or its header says so.
+pub(crate) fn in_2026_envelope(req: &crate::openai::Recorded, msg: &Value) -> bool {
+    msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].is_string()
+        || req.header("mcp-protocol-version") == Some("2026-07-28")
+}
+
+/// What the fake declares: the tools, and for the both-era one its resources and logging.
+pub(crate) fn capabilities(both: bool) -> Value {
+    match both {
+        true => json!({"tools": {}, "resources": {"subscribe": true}, "logging": {}}),
+        false => json!({"tools": {}}),
+    }
+}
+
+/// The answer to `server/discover`: 2026-07-28 alone, also when the server speaks 2025 too
+/// (as the 2.x SDK's servers answer: the versions of the stateless era).
+pub(crate) fn discovered(both: bool) -> Value {
+    json!({"supportedVersions": ["2026-07-28"], "capabilities": capabilities(both), "ttlMs": 60000,
+        "cacheScope": "public", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "fake-2026", "version": "1"}}})
+}

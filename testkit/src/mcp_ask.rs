@@ -2,7 +2,8 @@
 //! [`ToolMode::Progress`](crate::ToolMode::Progress) (notifications first) and
 //! [`ToolMode::Ask`](crate::ToolMode::Ask) (during a call, the server asks the client,
 //! sampling then elicitation, on the call's event stream and waits for each answer to come in
-//! the call's session, as the SDKs' servers do).
+//! the call's session, as the SDKs' servers do); and how the fake writes a reply, as JSON or
+//! as a one-event stream.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -102,4 +103,41 @@ pub(crate) async fn progress_stream(
         payload.len()
     );
     sock.write_all(format!("{head}{payload}").as_bytes()).await
+}
+
+pub(crate) async fn reply(
+    sock: &mut TcpStream,
+    status: u16,
+    body: &Value,
+    sse: bool,
+    session: Option<&str>,
+) -> std::io::Result<()> {
+    reply_text(sock, status, body.to_string(), sse, session).await
+}
+
+pub(crate) async fn reply_text(
+    sock: &mut TcpStream,
+    status: u16,
+    text: String,
+    sse: bool,
+    session: Option<&str>,
+) -> std::io::Result<()> {
+    let (ctype, payload) = if sse {
+        (
+            "text/event-stream",
+            format!("event: message\ndata: {text}\n\n"),
+        )
+    } else {
+        ("application/json", text)
+    };
+    let sid = session
+        .map(|s| format!("Mcp-Session-Id: {s}\r\n"))
+        .unwrap_or_default();
+    // Head and body in one write, as HTTP servers send a small reply (two writes cost every
+    // client a second read and wakeup, and the benchmarks' proxies two).
+    let reply = format!(
+        "HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\n{sid}Content-Length: {}\r\n\r\n{payload}",
+        payload.len()
+    );
+    sock.write_all(reply.as_bytes()).await
 }

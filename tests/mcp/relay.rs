@@ -1,7 +1,7 @@
-//! A tool server's progress and log notifications during a call reach the agent that asked for
-//! them (a `progressToken` and an event-stream `Accept`), in order, before the call's response
-//! as the stream's last event; an agent that did not ask gets its one JSON reply. Charged the
-//! same either way.
+//! A tool server's progress and log notifications during a call reach an agent that takes an
+//! event stream (its `Accept`), in order, before the call's response as the stream's last event
+//! (with or without a `progressToken`: log messages need none); an agent that takes no stream
+//! gets its one JSON reply. Charged the same either way.
 
 use serde_json::{json, Value};
 use tollgate_testkit::*;
@@ -84,13 +84,17 @@ async fn progress_and_log_notifications_reach_the_agent_before_the_response() {
     assert_eq!(ev[3]["result"]["content"][0]["text"], "hi");
     assert_eq!(before - gw.balance(&gw.key).await, 2_000_000);
 
-    // No progressToken (or no event-stream Accept): one JSON reply, the notifications dropped.
+    // No progressToken, an event-stream Accept: what the server sent still reaches the agent
+    // (the conformance suite's logging scenario calls so), the response last.
     let r = call(&gw, None, &sse, json!({})).await;
     assert!(r
         .header("content-type")
         .unwrap()
-        .starts_with("application/json"));
-    assert_eq!(r.json()["result"]["content"][0]["text"], "hi");
+        .starts_with("text/event-stream"));
+    let ev = events(&r);
+    assert_eq!(ev[1]["method"], "notifications/message", "{ev:?}");
+    assert_eq!(ev.last().unwrap()["result"]["content"][0]["text"], "hi");
+    // No event-stream Accept: one JSON reply, the notifications dropped.
     let r = call(&gw, Some(3), &[("X-Slug", slug.as_str())], json!({})).await;
     assert_eq!(r.json()["result"]["content"][0]["text"], "hi");
     assert_eq!(before - gw.balance(&gw.key).await, 6_000_000);

@@ -225,13 +225,13 @@ pub fn stateless_result(method: &str, mut result: Value, ttl_ms: u64, version: &
     result
 }
 
-/// The answer to `server/discover`: every version spoken, what the endpoint offers, and the
-/// gateway.
-pub fn discover_result(version: &str, ttl_ms: u64) -> Value {
+/// The answer to `server/discover`: every version spoken, what the endpoint offers
+/// (`capabilities`, [`super::declared_capabilities`]), and the gateway.
+pub fn discover_result(version: &str, ttl_ms: u64, capabilities: Value) -> Value {
     json!({
         "resultType": "complete",
         "supportedVersions": ALL_VERSIONS,
-        "capabilities": {"tools": {"listChanged": false}},
+        "capabilities": capabilities,
         "ttlMs": ttl_ms,
         "cacheScope": "public",
         "_meta": {META_SERVER_INFO: {"name": "tollgate", "version": version}},
@@ -366,7 +366,8 @@ mod tests {
         assert_eq!(r["_meta"][META_SERVER_INFO]["name"], "tollgate");
         let r = stateless_result("tools/call", json!({"content": []}), 600_000, "1");
         assert!(r.get("ttlMs").is_none());
-        let d = discover_result("1", 3_600_000);
+        let d = discover_result("1", 3_600_000, json!({"tools": {}}));
         assert_eq!(d["supportedVersions"][0], STATELESS);
+        assert_eq!(d["capabilities"], json!({"tools": {}}));
     }
 }

@@ -134,6 +134,31 @@ pub fn call_succeeded(result: &RawValue) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// The capabilities an endpoint declares: `tools` always (listed from the gateway's own
+/// copy, whose changes it does not announce), and on `/mcp/{slug}` what the tool server itself
+/// declared of what is passed through to it (`server`: its declared capabilities, `null` on
+/// `/mcp` or when unknown): `prompts`, `resources`, `completions`, `logging`. A list-change
+/// notification would come on a stream the gateway does not open, so none is announced; nor,
+/// to a 2026-07-28 agent (`stateless`), resource subscriptions (`subscriptions/listen` is not
+/// offered). A 2025 agent's `resources/subscribe` is passed through as the server answers it.
+pub fn declared_capabilities(server: &Value, stateless: bool) -> Value {
+    let mut out = serde_json::Map::new();
+    out.insert("tools".into(), serde_json::json!({"listChanged": false}));
+    for name in ["prompts", "resources", "completions", "logging"] {
+        if let Some(Value::Object(c)) = server.get(name) {
+            let mut c = c.clone();
+            if c.contains_key("listChanged") {
+                c.insert("listChanged".into(), false.into());
+            }
+            if stateless {
+                c.remove("subscribe");
+            }
+            out.insert(name.into(), Value::Object(c));
+        }
+    }
+    Value::Object(out)
+}
+
 /// Why an address may not be a tool server's (SSRF guard), or `None` for a public one.
 pub fn private_reason(ip: IpAddr) -> Option<&'static str> {
     match ip.to_canonical() {
@@ -247,6 +272,22 @@ mod tests {
             result_json(&json!("a\"b"), &r),
             br#"{"jsonrpc":"2.0","id":"a\"b","result":{"content": [ ], "x":1e400}}"#
         );
+    }
+
+    #[test]
+    fn declared_capabilities_are_the_servers_passed_through_ones() {
+        let tools_only = json!({"tools": {"listChanged": false}});
+        assert_eq!(declared_capabilities(&Value::Null, false), tools_only);
+        let server = json!({"tools": {"listChanged": true}, "prompts": {"listChanged": true},
+            "resources": {"subscribe": true}, "logging": {}, "experimental": {"x": {}},
+            "completions": "not an object"});
+        assert_eq!(
+            declared_capabilities(&server, false),
+            json!({"tools": {"listChanged": false}, "prompts": {"listChanged": false},
+                "resources": {"subscribe": true}, "logging": {}})
+        );
+        // No subscriptions in 2026-07-28 (`subscriptions/listen` is refused).
+        assert_eq!(declared_capabilities(&server, true)["resources"], json!({}));
     }
 
     #[test]
