@@ -401,8 +401,10 @@ async fn a_hostile_prompt_counted_by_the_tokenizer_never_stalls_the_service() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let slowest = probe.join().unwrap();
+    // Counting these prompts on a proxy thread stalls it for seconds; a loaded shared machine
+    // (a benchmark beside the tests) delays a probe by a tenth of one: the bound tells them apart.
     assert!(
-        slowest < std::time::Duration::from_millis(100),
+        slowest < std::time::Duration::from_millis(1000),
         "/healthz took {slowest:?} while prompts were counted"
     );
     for c in chats {
