@@ -11,15 +11,18 @@
 #                 each request with the next one's key (round-robin), 64 connections: added
 #                 p50/p99 over direct, throughput (key cache, limiter and lease maps)
 # and every row has the proxy's CPU µs per request (utime + stime from /proc over the requests
-# the run completed). Prints four markdown tables. About 3.5 minutes with the defaults; the axes
-# and durations are overridable: GROWTH_SECS, CONNS, BODIES (bytes), CHUNKS, ACCOUNTS,
+# the run completed); then, for nginx and Tollgate,
+#   idle          500, 2,000 client connections that send nothing: KB each, and whether the
+#                 memory returns after they close (lib.sh's idle_conns, as in load.sh)
+# Prints five markdown tables. About 3.5 minutes with the defaults; the axes and durations are
+# overridable: GROWTH_SECS, CONNS, BODIES (bytes), CHUNKS, ACCOUNTS, IDLE (connections),
 # GROWTH_CONNS (the other axes' connections). The load generator is tollgate-bench throughout
 # (the accounts rows need its --keys-file), so rows compare with each other.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GROWTH_SECS=${GROWTH_SECS:-5} GROWTH_CONNS=${GROWTH_CONNS:-64}
 CONNS=${CONNS:-"1 8 64 512"} BODIES=${BODIES:-"1024 102400 1048576"}
-CHUNKS=${CHUNKS:-"10 100 1000"} ACCOUNTS=${ACCOUNTS:-"1 100 10000"}
+CHUNKS=${CHUNKS:-"10 100 1000"} ACCOUNTS=${ACCOUNTS:-"1 100 10000"} IDLE=${IDLE:-"500 2000"}
 LOADGEN=bench
 # The JSON rows ask for the 50 words load.sh's fake answers; the stream rows for their length.
 WORDS=50
@@ -96,6 +99,14 @@ for a in $ACCOUNTS; do
   head -n "$a" "$work/keys" > "$work/keys-$a"
   run accounts "$a" tollgate-sqlite --conns "$GROWTH_CONNS" --max-tokens "$WORDS" --keys-file "$work/keys-$a"
 done
+for i in $IDLE; do
+  for name in nginx tollgate-sqlite; do
+    echo "== idle $i $name" >&2
+    addr=$NGX
+    [ "$name" = nginx ] || addr=$TG1
+    echo "{\"axis\":\"idle\",\"value\":$i,\"name\":\"$name\",\"idle\":$(idle_conns "$name" "$addr" "$i")}" >> "$rows"
+  done
+done
 
 python3 - "$rows" "$GROWTH_CONNS" <<'PY'
 import json, sys
@@ -171,4 +182,14 @@ def account_rows():
     for a in accounts:
         print(f"| {a:,} | tollgate-sqlite | " + " | ".join(cells(a, "tollgate-sqlite", get("accounts", a, "tollgate-sqlite"))) + " |")
 account_rows()
+print()
+print("### Idle client connections (sending nothing, then closed)")
+print()
+print("| connections | target | KB each | RSS MB before → open → after close | returned |")
+print("|---|---|---|---|---|")
+for r in rows:
+    if r["axis"] == "idle":
+        i = r["idle"]
+        opened = f' ({i["opened"]} opened)' if i["opened"] < i["conns"] else ""
+        print(f'| {r["value"]:,}{opened} | {r["name"]} | {i["kb_each"]:.1f} | {i["before_kb"] / 1024:.1f} → {i["open_kb"] / 1024:.1f} → {i["after_kb"] / 1024:.1f} | {"yes" if i["returned"] else "no"} ({i["settle_s"]} s) |')
 PY

@@ -276,3 +276,53 @@ print(json.dumps({"mode": mode, "path": path, "ok": ok, "errors": errors, "reque
     "max_us": us(j["summary"].get("slowest"))}, separators=(",", ":")))
 ' "$mode" "$url"
 }
+
+# Idle client connections (issue 31's memory goal): COUNT TCP connections to the target that
+# send nothing (the proxy has accepted them and waits for a first byte), then closed. One JSON
+# line: the target's resident KB before, with them open (read after IDLE_HOLD s, once the
+# proxy has accepted them all) and after they close; KB per connection; and whether the memory
+# came back: read every 0.25 s for up to IDLE_SETTLE s (jemalloc returns freed pages after about
+# a second), "returned" once at most a fifth of the growth (or 1 MB) is left.
+idle_conns() { # target addr count
+  local p; p=$(proxy_pids "$1")
+  # shellcheck disable=SC2086 # one pid an argument
+  python3 - "$2" "$3" "${IDLE_HOLD:-1}" "${IDLE_SETTLE:-3}" $p <<'PY'
+import json, resource, socket, sys, time
+addr, count, hold, settle = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+pids = sys.argv[5:]
+host, port = addr.rsplit(":", 1)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if soft < count + 100:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, count + 100), hard))
+def rss():
+    kb = 0
+    for p in pids:
+        try:
+            kb += next(int(l.split()[1]) for l in open(f"/proc/{p}/status") if l.startswith("VmRSS:"))
+        except (OSError, StopIteration):
+            pass
+    return kb
+before = rss()
+socks = []
+try:
+    for _ in range(count):
+        socks.append(socket.create_connection((host, int(port)), timeout=5))
+except OSError:
+    pass  # fewer opened: `opened` says how many
+time.sleep(hold)
+held = rss()
+for s in socks:
+    s.close()
+grown = max(held - before, 0)
+began = time.monotonic()
+while True:
+    after = rss()
+    returned = after - before <= max(grown // 5, 1024)
+    if returned or time.monotonic() - began >= settle:
+        break
+    time.sleep(0.25)
+print(json.dumps({"conns": count, "opened": len(socks), "before_kb": before, "open_kb": held,
+    "after_kb": after, "kb_each": round(grown / max(len(socks), 1), 1), "returned": returned,
+    "settle_s": round(time.monotonic() - began, 2)}, separators=(",", ":")))
+PY
+}

@@ -24,10 +24,15 @@
 # with a key that has every control set (budget, allowlist, RPM, TPM, in-flight) through
 # Tollgate on SQLite beside its chat completions (the same prompt and fake), JSON and 500
 # streams, in a fifth; then 500 streams cut once at half their length and resumed on another
-# provider (X-Tollgate-Resume) vs the same streams uncut, time to last byte, in a sixth.
+# provider (X-Tollgate-Resume) vs the same streams uncut, time to last byte, in a sixth; and last
+# the issue-31 table: each chat target's row in the units of issue 31's goals (CPU per request and
+# max rps on 32 connections, added p50 at 20 and 200 requests/s, 20-chunk streams, 2,000 idle
+# client connections, RSS after the 500 streams), measured right after its rows in the first
+# table, against nginx and the lean floor (benches/targets.sh; about 2.5 minutes more).
 # Loopback only; bounded.
 # LOADGEN=oha runs (a) and (b) with oha instead of our tollgate-bench (built once into the target
-# dir when missing), for the figures a benchmarker would get; the streams stay on ours.
+# dir when missing), for the figures a benchmarker would get; the 500 streams stay on ours (the
+# issue-31 table's streams are oha's too).
 # The setup is shared with benches/growth.sh through benches/lib.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +40,8 @@ RPS=${RPS:-1000} RATE_SECS=${RATE_SECS:-15} MAX_SECS=${MAX_SECS:-10} STREAMS=${S
 
 # shellcheck source=benches/lib.sh
 . benches/lib.sh
+# shellcheck source=benches/targets.sh
+. benches/targets.sh
 bench_setup
 start_fakes 50 10
 start_nginx
@@ -48,7 +55,7 @@ if pg_isready -h 127.0.0.1 -q 2>/dev/null && redis-cli -h 127.0.0.1 ping 2>/dev/
   start_tollgate tg_pg "$TG2" "postgres://postgres@127.0.0.1:5432/$PGDB" "redis://127.0.0.1:6379/"
   targets+=("tollgate-postgres-redis|$TG2|$tg_pg_key")
 fi
-[ "$LOADGEN" = oha ] && echo "load generator for (a) and (b): oha ($("$OHA" --version)); streams: tollgate-bench" >&2
+[ "$LOADGEN" = oha ] && echo "load generator for (a), (b) and the issue-31 table: oha ($("$OHA" --version)); the 500 streams: tollgate-bench" >&2
 
 results="$work/results.jsonl"
 for t in "${targets[@]}"; do
@@ -62,6 +69,8 @@ for t in "${targets[@]}"; do
   streams=$("$BENCH" load --url "$url" --mode streams --conns "$STREAMS" --stream --model bench "${auth[@]}")
   rss=$(rss_of "$name")
   echo "{\"name\":\"$name\",\"rate\":$rate,\"max\":$max,\"streams\":$streams,\"rss_kb\":${rss:-0}}" >> "$results"
+  # Bare Pingora is not one of issue 31's floors.
+  if [ "$name" != pingora ]; then t31_row "$name" "$addr" "$key"; fi
 done
 
 # MCP tools/call: the bench account registers the fake tool server at 1 credit a call.
@@ -290,3 +299,4 @@ for r in cs:
     s = r["streams"]
     print(f'| {r["name"]} | {s["p50_us"]/1000:.1f} / {s["p99_us"]/1000:.1f} | {s["p50_us"] / max(cu["p50_us"], 1):.2f}×, {s["p99_us"] / max(cu["p99_us"], 1):.2f}× | {s["errors"]} |')
 PY
+t31_table "$results"

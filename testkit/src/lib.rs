@@ -55,6 +55,8 @@ pub mod openai;
 pub mod postgres;
 pub mod redis;
 pub mod responses;
+pub mod scenarios;
+pub mod scenarios_fake;
 pub mod services;
 pub mod stripe;
 pub mod tmpfs;

@@ -1,8 +1,13 @@
 //! `tollgate-bench`: the benchmarks' tools in one binary.
 //!
-//! - `tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] [--die-after K]`: the fake
-//!   OpenAI-compatible provider of the tests (`tollgate_testkit::FakeOpenAi`), fast and quiet:
-//!   JSON, or SSE with N chunks, D ms apart (each stream dropped after K chunks when asked).
+//! - `tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] [--die-after K] [--status S]`:
+//!   the fake OpenAI-compatible provider of the tests (`tollgate_testkit::FakeOpenAi`), fast and
+//!   quiet: JSON, or SSE with N chunks, D ms apart (each stream dropped after K chunks when
+//!   asked; every request answered with status S and an error body when asked).
+//! - `tollgate-bench deltas --listen ADDR [--pieces N] [--delay-ms D]`: a provider whose every
+//!   answer is two parallel tool calls streamed as about N argument deltas each, D ms apart
+//!   (`tollgate_testkit::scenarios_fake`); `closer --listen ADDR`: one that reads each request
+//!   and closes the connection (benches/scenarios.sh).
 //! - `tollgate-bench tools --listen ADDR`: a plain JSON-RPC tool server (the MCP rows).
 //! - `tollgate-bench pingora --listen ADDR --upstream HOST:PORT [--threads N]`: Pingora's own
 //!   proxy with no logic in front of one upstream: the floor for one hop on our framework.
@@ -15,7 +20,13 @@
 //!   connections; `streams` runs `--conns` streams at once and measures time to last byte.
 //!   The chat request can be shaped: `--max-tokens N` (the fake then answers N words: N content
 //!   chunks when streamed), `--pad-to BYTES` (the user message padded to that body size);
-//!   `--keys-file FILE` (one API key a line) sends each request with the next key, round-robin.
+//!   `--keys-file FILE` (one API key a line) sends each request with the next key, round-robin;
+//!   `--expect CODE` counts answers with that status as done (default 200), others as errors.
+//! - `tollgate-bench sse --url URL --conns C --secs S [--check-tools] [load's request options]`:
+//!   streams back to back on C connections for S seconds (one each with 0), printing the
+//!   percentiles of time to first byte, to first content event and to last byte, and of the
+//!   gaps between content events (`tollgate_testkit::scenarios`); `--check-tools` also checks
+//!   that the tool calls reassembled from their deltas are the `deltas` fake's.
 //! - `tollgate-bench body [--model M] [--stream] [--max-tokens N] [--pad-to BYTES]`: prints the
 //!   body `load` would send, for another load generator (`LOADGEN=oha` in load.sh).
 
@@ -28,7 +39,9 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tollgate_testkit::load::{chat_body, read_response};
-use tollgate_testkit::{FakeAnthropic, FakeOpenAi, FakeToolServer, Mode};
+use tollgate_testkit::{
+    scenarios, scenarios_fake, FakeAnthropic, FakeOpenAi, FakeToolServer, Mode,
+};
 
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
@@ -62,9 +75,34 @@ fn main() {
         Some("load") => rt.block_on(run_load(&args)),
         Some("tools") => rt.block_on(run_tools(&args)),
         Some("anthropic") => rt.block_on(run_anthropic(&args)),
+        Some("deltas") => rt.block_on(run_deltas(&args)),
+        Some("closer") => rt.block_on(async {
+            let listen =
+                arg(&args, "--listen").unwrap_or_else(|| usage(Some("--listen is required")));
+            let addr = scenarios_fake::serve_closer(&listen).await;
+            eprintln!("closing fake on {addr}");
+            std::future::pending::<()>().await
+        }),
+        Some("sse") => {
+            let t = target(&args);
+            rt.block_on(scenarios::run_sse(scenarios::SseRun {
+                host: t.host,
+                request: t.requests.into_iter().next().unwrap_or_default(),
+                conns: num(&args, "--conns", 8.0) as usize,
+                secs: num(&args, "--secs", 0.0),
+                check_tools: args.iter().any(|a| a == "--check-tools"),
+            }))
+        }
         Some("body") => print!("{}", body(&args)),
         _ => usage(None),
     }
+}
+
+/// A number option, or its default.
+fn num(args: &[String], name: &str, default: f64) -> f64 {
+    arg(args, name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// Prints what went wrong and how to call the tool, and exits with status 2.
@@ -72,7 +110,7 @@ fn usage(problem: Option<&str>) -> ! {
     if let Some(p) = problem {
         eprintln!("tollgate-bench: {p}");
     }
-    eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] [--die-after K] | tools --listen ADDR | anthropic --listen ADDR | pingora --listen ADDR --upstream HOST:PORT [--threads N] | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V'] [--body JSON | --model M --max-tokens N --pad-to BYTES] [--keys-file FILE] | body [--model M] [--stream] [--max-tokens N] [--pad-to BYTES]");
+    eprintln!("usage: tollgate-bench fake --listen ADDR [--words N] [--delay-ms D] [--die-after K] [--status S] | deltas --listen ADDR [--pieces N] [--delay-ms D] | closer --listen ADDR | sse --url URL [--conns C] [--secs S] [--check-tools] [load's request options] | tools --listen ADDR | anthropic --listen ADDR | pingora --listen ADDR --upstream HOST:PORT [--threads N] | load --url URL --mode rate|max|streams [--rps N] [--secs S] [--conns C] [--stream] [--header 'K: V'] [--body JSON | --model M --max-tokens N --pad-to BYTES] [--keys-file FILE] [--expect CODE] | body [--model M] [--stream] [--max-tokens N] [--pad-to BYTES]");
     std::process::exit(2);
 }
 
@@ -114,8 +152,22 @@ async fn run_fake(args: &[String]) {
             .unwrap_or(0);
         fake = fake.mode(Mode::SlowThenDie(Duration::from_millis(d), n));
     }
+    // Every request answered with this status (the failover rows' broken provider).
+    if let Some(code) = arg(args, "--status").and_then(|c| c.parse().ok()) {
+        fake = fake.mode(Mode::Status(code));
+    }
     let f = fake.start().await;
     eprintln!("fake provider on {}", f.addr);
+    std::future::pending::<()>().await;
+}
+
+/// The tool-call deltas fake on `--listen` (benches/scenarios.sh).
+async fn run_deltas(args: &[String]) {
+    let listen = arg(args, "--listen").unwrap_or_else(|| usage(Some("--listen is required")));
+    let delay = Duration::from_millis(num(args, "--delay-ms", 0.0) as u64);
+    let addr =
+        scenarios_fake::serve_deltas(&listen, num(args, "--pieces", 64.0) as usize, delay).await;
+    eprintln!("tool-call deltas fake on {addr}");
     std::future::pending::<()>().await;
 }
 
@@ -124,6 +176,8 @@ struct Target {
     path: String,
     /// Whole requests, head and body, each sent with one write: one, or one per key.
     requests: Vec<Vec<u8>>,
+    /// The status that counts as done.
+    expect: u16,
 }
 
 /// `--body JSON`, or the chat request shaped by `--model`, `--stream`, `--max-tokens` and
@@ -183,6 +237,7 @@ fn target(args: &[String]) -> Target {
         host,
         path,
         requests,
+        expect: num(args, "--expect", 200.0) as u16,
     }
 }
 
@@ -192,10 +247,10 @@ struct Stats {
     errors: AtomicU64,
 }
 
-async fn one(conn: &mut Option<TcpStream>, buf: &mut Vec<u8>, host: &str, request: &[u8]) -> bool {
+async fn one(conn: &mut Option<TcpStream>, buf: &mut Vec<u8>, t: &Target, request: &[u8]) -> bool {
     for _ in 0..2 {
         if conn.is_none() {
-            match TcpStream::connect(host).await {
+            match TcpStream::connect(&t.host).await {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);
                     *conn = Some(s);
@@ -207,7 +262,7 @@ async fn one(conn: &mut Option<TcpStream>, buf: &mut Vec<u8>, host: &str, reques
         let Some(s) = conn.as_mut() else { return false };
         if s.write_all(request).await.is_ok() {
             if let Ok(status) = read_response(s, buf).await {
-                return status == 200;
+                return status == t.expect;
             }
         }
         *conn = None;
@@ -283,7 +338,7 @@ async fn run_load(args: &[String]) {
                     1 => &t.requests[0],
                     n => &t.requests[turn.fetch_add(1, Ordering::Relaxed) % n],
                 };
-                if one(&mut conn, &mut buf, &t.host, request).await {
+                if one(&mut conn, &mut buf, &t, request).await {
                     local.push(began.elapsed().as_micros() as u64);
                 } else {
                     stats.errors.fetch_add(1, Ordering::Relaxed);
