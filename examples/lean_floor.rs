@@ -39,6 +39,9 @@ impl ProxyHttp for Lean {
 
     fn new_ctx(&self) {}
 
+    /// As Tollgate: no downstream modules (Pingora's default is a disabled compression module).
+    fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
+
     async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut ()) -> Result<Box<HttpPeer>> {
         Err(Error::explain(
             ErrorType::InternalError,

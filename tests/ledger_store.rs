@@ -96,6 +96,13 @@ async fn lease_rounds_are_idempotent_and_survive_a_reaped_lease() {
     let again = ledger.lease_sync(&r(&rows, 0, 0, false)).await.unwrap();
     assert_eq!(again.charged, 0);
     assert_eq!(ledger.usage_totals(&account).await.unwrap(), (2, 10_000));
+    // A batch that is partly written (the two above and a new free row): only the new row is
+    // written, nothing charged again.
+    let mut partly = rows.clone();
+    partly.push(row(format!("{account}_r3"), 0));
+    let mixed = ledger.lease_sync(&r(&partly, 0, 0, false)).await.unwrap();
+    assert_eq!(mixed.charged, 0);
+    assert_eq!(ledger.usage_totals(&account).await.unwrap(), (3, 10_000));
     // Top up 50,000 (the balance keeps at least 4× that), then give 20,000 back: the lease
     // now holds 100,000 − 10,000 + 50,000 − 20,000 = 120,000.
     let up = ledger.lease_sync(&r(&[], 50_000, 0, false)).await.unwrap();

@@ -151,7 +151,11 @@ pub async fn run(
                             front: f.front,
                             candidates: f.candidates,
                         };
-                        let s = resume::resume(&route, i, relay, &attempt, session, ctx).await;
+                        // Boxed: a resumed stream is rare and its future the largest of the
+                        // attempt's; unboxed it would be part of every request's future (7 KB
+                        // against 4), which is copied whole when the request's future is boxed.
+                        let s = Box::pin(resume::resume(&route, i, relay, &attempt, session, ctx))
+                            .await;
                         Ok(Reply::Stream(Box::new(s)))
                     }
                     Err(e) => Err(e),

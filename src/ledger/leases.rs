@@ -3,7 +3,7 @@
 use sqlx::Row;
 
 use super::credits::Settlement;
-use super::store::{on_pool, Ledger, Result};
+use super::store::{on_pool, Ledger, Result, StoreError};
 
 /// One round of a credit lease: see [`Ledger::lease_sync`].
 #[derive(Debug)]
@@ -90,40 +90,83 @@ impl Ledger {
     /// reaper already refunded (`lost`) has its batch charged to the balance, clamped at zero.
     pub async fn lease_sync(&self, r: &LeaseRound<'_>) -> Result<LeaseSynced> {
         on_pool!(self, p => {
-            let mut tx = p.begin().await?;
+            // The rows are inserted without RETURNING: every returned row was one message
+            // from SQLite's worker thread (which blocks once 50 wait), so a round of a few
+            // hundred rows cost as many thread switches. A batch that inserted fewer rows
+            // than it held is a retry after a lost commit acknowledgement: the round starts
+            // again and first asks which rows are there (`careful`).
+            let mut careful = false;
+            let (mut tx, skipped) = loop {
+                let mut tx = p.begin().await?;
+                let mut short = false;
+                // Rows of this round already in the ledger (found only by a careful round).
+                let mut skipped: std::collections::HashSet<String> = Default::default();
+                for chunk in batches(r.rows) {
+                    let fresh: Vec<&(Settlement, i64)> = if careful {
+                        let mut q = sqlx::QueryBuilder::new("SELECT request_id FROM usage WHERE request_id IN (");
+                        let mut ids = q.separated(", ");
+                        for (s, _) in chunk {
+                            ids.push_bind(&s.request_id);
+                        }
+                        ids.push_unseparated(")");
+                        let have = q.build().persistent(false).fetch_all(&mut *tx).await?
+                            .iter().map(|row| row.try_get::<String, _>("request_id"))
+                            .collect::<std::result::Result<std::collections::HashSet<String>, _>>()?;
+                        let fresh = chunk.iter().filter(|(s, _)| !have.contains(&s.request_id)).collect();
+                        skipped.extend(have);
+                        fresh
+                    } else {
+                        chunk.iter().collect()
+                    };
+                    if fresh.is_empty() {
+                        continue;
+                    }
+                    let mut q = sqlx::QueryBuilder::new(
+                        "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, lease_id, hold_note, kind, tool_slug, tool_name, developer_id, developer_credits) ",
+                    );
+                    q.push_values(&fresh, |mut b, (s, balance_after)| {
+                        b.push_bind(&s.request_id).push_bind(&s.account_id).push_bind(&s.key_id)
+                            .push_bind(&s.model_requested).push_bind(&s.model_used).push_bind(&s.provider)
+                            .push_bind(s.prompt_tokens).push_bind(s.completion_tokens).push_bind(s.cost)
+                            .push_bind(s.status).push_bind(s.latency_ms).push_bind(s.now_ms)
+                            .push_bind(*balance_after).push_bind(r.lease_id).push_bind(&s.hold_note);
+                        let tool = s.tool.as_ref();
+                        b.push_bind(if tool.is_some() { "tool" } else { "chat" })
+                            .push_bind(tool.map(|t| t.slug.as_str())).push_bind(tool.map(|t| t.tool.as_str()))
+                            .push_bind(tool.map(|t| t.developer_id.as_str())).push_bind(tool.map(|t| t.developer_credits));
+                    });
+                    q.push(" ON CONFLICT (request_id) DO NOTHING");
+                    // Batches come in four sizes (`batches`), so four statements per connection
+                    // are prepared once and kept: a statement for each batch's own size was parsed
+                    // and planned again every round (on SQLite 2.5 % of a tools/call's CPU), and
+                    // caching those held ~100 MB per connection. A careful round's sizes are
+                    // any, and rare: not kept.
+                    let inserted = q.build().persistent(!careful).execute(&mut *tx).await?.rows_affected();
+                    if inserted != fresh.len() as u64 {
+                        short = true;
+                        break;
+                    }
+                }
+                if !short {
+                    break (tx, skipped);
+                }
+                tx.rollback().await?;
+                if careful {
+                    // Rows that were not there a moment ago and are now: another writer of this
+                    // lease's rows, which a lease never has. The round is retried later.
+                    return Err(StoreError("a lease round's usage rows were written by another writer".into()));
+                }
+                careful = true;
+            };
+            // What the rows written now charged, and (a tool call charged its price pays its
+            // developer, in this transaction and only for rows written now: a retried batch
+            // pays nobody twice) what they earned.
             let mut charged = 0i64;
             let mut earned: std::collections::BTreeMap<(String, String), i64> = Default::default();
-            for chunk in batches(r.rows) {
-                let mut q = sqlx::QueryBuilder::new(
-                    "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, lease_id, hold_note, kind, tool_slug, tool_name, developer_id, developer_credits) ",
-                );
-                q.push_values(chunk, |mut b, (s, balance_after)| {
-                    b.push_bind(&s.request_id).push_bind(&s.account_id).push_bind(&s.key_id)
-                        .push_bind(&s.model_requested).push_bind(&s.model_used).push_bind(&s.provider)
-                        .push_bind(s.prompt_tokens).push_bind(s.completion_tokens).push_bind(s.cost)
-                        .push_bind(s.status).push_bind(s.latency_ms).push_bind(s.now_ms)
-                        .push_bind(*balance_after).push_bind(r.lease_id).push_bind(&s.hold_note);
-                    let tool = s.tool.as_ref();
-                    b.push_bind(if tool.is_some() { "tool" } else { "chat" })
-                        .push_bind(tool.map(|t| t.slug.as_str())).push_bind(tool.map(|t| t.tool.as_str()))
-                        .push_bind(tool.map(|t| t.developer_id.as_str())).push_bind(tool.map(|t| t.developer_credits));
-                });
-                q.push(" ON CONFLICT (request_id) DO NOTHING RETURNING credits, developer_id, developer_credits, tool_slug");
-                // Batches come in four sizes (`batches`), so four statements per connection
-                // are prepared once and kept: a statement for each batch's own size was parsed
-                // and planned again every round (on SQLite 2.5 % of a tools/call's CPU), and
-                // caching those held ~100 MB per connection.
-                for row in q.build().fetch_all(&mut *tx).await? {
-                    let credits: i64 = row.try_get("credits")?;
-                    charged += credits;
-                    // A tool call charged its price pays its developer, in this transaction
-                    // and only for rows written now (a retried batch pays nobody twice).
-                    let dev: Option<String> = row.try_get("developer_id")?;
-                    let share: Option<i64> = row.try_get("developer_credits")?;
-                    if let (Some(dev), Some(share)) = (dev, share.filter(|s| *s > 0 && credits > 0)) {
-                        let slug: Option<String> = row.try_get("tool_slug")?;
-                        *earned.entry((dev, slug.unwrap_or_default())).or_insert(0) += share;
-                    }
+            for (s, _) in r.rows.iter().filter(|(s, _)| !skipped.contains(&s.request_id)) {
+                charged += s.cost;
+                if let Some(t) = s.tool.as_ref().filter(|t| t.developer_credits > 0 && s.cost > 0) {
+                    *earned.entry((t.developer_id.clone(), t.slug.clone())).or_insert(0) += t.developer_credits;
                 }
             }
             // One credit and one ledger entry per developer and service per round, not per

@@ -36,6 +36,11 @@ impl ProxyHttp for Gateway {
         RequestCtx::new()
     }
 
+    /// No downstream modules. Pingora's default is a response-compression module, disabled,
+    /// whose context is still built and whose filters still run for every request; Tollgate
+    /// compresses nothing (a stream is relayed as it comes).
+    fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
+
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         if let Err(e) = routes::dispatch(&self.shared, session, ctx).await {
             crate::request::respond::error(session, ctx, &e).await;
@@ -58,9 +63,11 @@ impl ProxyHttp for Gateway {
     async fn logging(&self, _session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
         // Normally settled already by its pipeline; this settles what a dropped future left
         // (a client that went away mid-request), through metering.
+        // Boxed: this hook's future is boxed for every request, and unboxed the settlement
+        // it rarely runs would make it 4 KB to copy each time.
         if ctx.metered.is_some() {
             if let Ok(meter) = self.shared.meter() {
-                ctx.settle(&meter).await;
+                Box::pin(ctx.settle(&meter)).await;
             }
         }
         access_log::record(&self.shared.metrics, ctx);
