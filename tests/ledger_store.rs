@@ -99,7 +99,7 @@ async fn lease_rounds_are_idempotent_and_survive_a_reaped_lease() {
     // A batch that is partly written (the two above and a new free row): only the new row is
     // written, nothing charged again.
     let mut partly = rows.clone();
-    partly.push(row(format!("{account}_r3"), 0));
+    partly.push(row(format!("{account}_free"), 0));
     let mixed = ledger.lease_sync(&r(&partly, 0, 0, false)).await.unwrap();
     assert_eq!(mixed.charged, 0);
     assert_eq!(ledger.usage_totals(&account).await.unwrap(), (3, 10_000));
@@ -134,7 +134,7 @@ async fn lease_rounds_are_idempotent_and_survive_a_reaped_lease() {
     let lost = ledger.lease_sync(&r(&late, 0, 0, true)).await.unwrap();
     assert!(lost.lost);
     assert_eq!(lost.balance, 985_000);
-    assert_eq!(ledger.usage_totals(&account).await.unwrap(), (3, 15_000));
+    assert_eq!(ledger.usage_totals(&account).await.unwrap(), (4, 15_000));
     assert_eq!(
         1_000_000 - lost.balance,
         15_000,
