@@ -327,7 +327,7 @@ impl Call<'_> {
         let up = Upstream::resolve(self.shared, &service.upstream_url, timeout).await;
         let reply = match up.map(|u| u.for_agent(!self.is_2026)) {
             Ok(up) if relayed.is_some() => {
-                let (notes, asks) = relayed.unwrap_or_default();
+                let asks = relayed.unwrap_or_default();
                 let sealer = asks::Sealer::new(self.shared, &service.slug, self.account, timeout);
                 // Boxed: a call relayed to an event stream is the rarer one and its future
                 // more than twice a plain call's; unboxed it would be part of every call's
@@ -338,7 +338,6 @@ impl Call<'_> {
                     ctx,
                     up,
                     &params,
-                    notes,
                     asks,
                     &sealer,
                 ))

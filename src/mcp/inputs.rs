@@ -24,21 +24,19 @@ use crate::tool_servers::reply::{RelayTo, Reply};
 /// The most rounds of input one call may ask for.
 pub const MAX_ROUNDS: usize = 8;
 
-/// Runs `tools/call` with `params` on `up`, relaying what the agent takes (`notes`, `asks`);
+/// Runs `tools/call` with `params` on `up`, relaying what the agent takes (its notifications, and the server's requests when `asks`);
 /// the reply, and whether the agent's answer became an event stream.
-#[allow(clippy::too_many_arguments)]
 pub async fn call(
     shared: &Shared,
     session: &mut Session,
     ctx: &RequestCtx,
     up: Upstream<'_>,
     params: &[u8],
-    notes: bool,
     asks: bool,
     sealer: &Sealer,
 ) -> (Result<Reply, Failure>, bool) {
     let (tx, mut rx) = unbounded_channel();
-    let up = up.relaying(RelayTo { tx, notes, asks });
+    let up = up.relaying(RelayTo { tx, asks });
     let first = up.request("tools/call", Some(params));
     let (mut reply, mut opened) = relay::drive(session, ctx, first, &mut rx, sealer, false).await;
     if !asks {

@@ -20,19 +20,18 @@ use crate::request::ctx::RequestCtx;
 use crate::request::respond;
 use crate::tool_servers::reply::Relayed;
 
-/// What the agent's answer can carry: `None`, nothing (it takes no event stream); else
-/// whether notifications are relayed (always, to an agent that takes a stream: log messages
-/// need no token, and the conformance suite's logging scenario sends none), and whether the
-/// server's requests may be relayed (a 2026-07-28 client is asked for input with results, not
-/// requests).
-pub fn wanted(session: &Session, is_2026: bool) -> Option<(bool, bool)> {
+/// What the agent's answer can carry: `None`, nothing (it takes no event stream); else its
+/// notifications (always, to an agent that takes a stream: log messages need no token, and the
+/// conformance suite's logging scenario sends none) and whether the server's requests may be
+/// relayed too (a 2026-07-28 client is asked for input with results, not requests).
+pub fn wanted(session: &Session, is_2026: bool) -> Option<bool> {
     let sse = session
         .req_header()
         .headers
         .get("accept")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("text/event-stream"));
-    sse.then_some((true, !is_2026))
+    sse.then_some(!is_2026)
 }
 
 /// Runs `call`, writing each notification that arrives meanwhile to the agent as an event

@@ -47,6 +47,38 @@ impl Charge {
         self
     }
 
+    /// Tops the hold up by `by`, its reservation of the key's budget grown first: true when
+    /// the hold grew (noted as `note` says). When the budget would not grow nothing moves; when
+    /// the hold did not grow, neither does what it holds of the budget.
+    async fn grow(
+        &mut self,
+        meter: &Meter<'_>,
+        request_id: &str,
+        by: i64,
+        note: impl FnOnce() -> String,
+    ) -> bool {
+        if !self.grow_reserved(meter, self.budget.held + by).await {
+            return false;
+        }
+        match top_up(meter, &mut self.hold, request_id, by).await {
+            Ok(true) => {
+                self.budget.held = self.hold.held;
+                self.note(note());
+                return true;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(request_id, "could not top the hold up: {e}"),
+        }
+        if let Some(r) = self.reserved.as_mut().filter(|r| r.amount > self.hold.held) {
+            meter
+                .limiter
+                .budgets
+                .resize(&meter.limiter.counters(), r, self.hold.held)
+                .await;
+        }
+        false
+    }
+
     /// The `max_tokens` an attempt at `model` sends (always sent, so that nothing but the hold
     /// bounds what the provider may bill): `requested` (already capped at the model's most),
     /// when the hold pays for it at this model's rates. A later candidate whose bound is higher
@@ -62,24 +94,15 @@ impl Charge {
         later: bool,
     ) -> Option<u64> {
         let bound = self.budget.bound(model, requested);
-        if later && bound > self.budget.held && self.grow_reserved(meter, bound).await {
-            match top_up(meter, &mut self.hold, request_id, bound - self.budget.held).await {
-                Ok(true) => {
-                    self.budget.held = self.hold.held;
-                    self.note(format!("{}: hold topped up", model.id));
-                    return Some(requested);
-                }
-                Ok(false) => {}
-                Err(e) => tracing::warn!(request_id, "could not top the hold up: {e}"),
-            }
-            // The hold did not grow: neither does what it holds of the budget.
-            if let Some(r) = self.reserved.as_mut().filter(|r| r.amount > self.hold.held) {
-                meter
-                    .limiter
-                    .budgets
-                    .resize(&meter.limiter.counters(), r, self.hold.held)
-                    .await;
-            }
+        if later
+            && bound > self.budget.held
+            && self
+                .grow(meter, request_id, bound - self.budget.held, || {
+                    format!("{}: hold topped up", model.id)
+                })
+                .await
+        {
+            return Some(requested);
         }
         let t = self.budget.max_tokens(model, requested);
         match t {
@@ -119,23 +142,14 @@ impl Charge {
         };
         let bound = left(self.budget.held).bound(model, requested);
         let short = bound - left(self.budget.held).held;
-        if short > 0 && self.grow_reserved(meter, self.budget.held + short).await {
-            match top_up(meter, &mut self.hold, request_id, short).await {
-                Ok(true) => {
-                    self.budget.held = self.hold.held;
-                    self.note(format!("{}: hold topped up for the continuation", model.id));
-                    return Some(requested);
-                }
-                Ok(false) => {}
-                Err(e) => tracing::warn!(request_id, "could not top the hold up: {e}"),
-            }
-            if let Some(r) = self.reserved.as_mut().filter(|r| r.amount > self.hold.held) {
-                meter
-                    .limiter
-                    .budgets
-                    .resize(&meter.limiter.counters(), r, self.hold.held)
-                    .await;
-            }
+        if short > 0
+            && self
+                .grow(meter, request_id, short, || {
+                    format!("{}: hold topped up for the continuation", model.id)
+                })
+                .await
+        {
+            return Some(requested);
         }
         let t = left(self.budget.held).max_tokens(model, requested);
         match t {

@@ -27,7 +27,7 @@ impl Upstream<'_> {
         session: Option<&UpstreamSession>,
     ) -> Option<Reply> {
         if relayed(&data) {
-            if let Some(r) = self.relay.as_ref().filter(|r| r.notes) {
+            if let Some(r) = self.relay.as_ref() {
                 let _ = r.tx.send(Relayed::Note(data.into_bytes()));
             }
             return None;

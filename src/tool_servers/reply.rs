@@ -76,11 +76,10 @@ pub(super) fn relayed(data: &str) -> bool {
             .is_some_and(|m| m == "notifications/progress" || m == "notifications/message")
 }
 
-/// Where a call's relayed messages go, and which of them the agent takes.
+/// Where a call's relayed messages go (every notification, and the server's requests when
+/// `asks`).
 pub struct RelayTo {
     pub tx: UnboundedSender<Relayed>,
-    /// The agent asked for progress and log notifications.
-    pub notes: bool,
     /// The agent's answer can carry the server's requests.
     pub asks: bool,
 }
