@@ -329,19 +329,8 @@ impl Call<'_> {
             Ok(up) if relayed.is_some() => {
                 let asks = relayed.unwrap_or_default();
                 let sealer = asks::Sealer::new(self.shared, &service.slug, self.account, timeout);
-                // Boxed: a call relayed to an event stream is the rarer one and its future
-                // more than twice a plain call's; unboxed it would be part of every call's
-                // future (13 KB against 6), which is copied whole when that is boxed.
-                let (reply, opened) = Box::pin(inputs::call(
-                    self.shared,
-                    session,
-                    ctx,
-                    up,
-                    &params,
-                    asks,
-                    &sealer,
-                ))
-                .await;
+                let (reply, opened) =
+                    inputs::call(self.shared, session, ctx, up, &params, asks, &sealer).await;
                 self.opened = opened;
                 reply
             }
