@@ -70,10 +70,12 @@ start_fakes() { # words delay_ms: the chat fake's reply length (chunks when stre
   "$BENCH" anthropic --listen "$ANTH" 2>/dev/null & pids+=($!)
 }
 
-start_nginx() {
-  # Bodies up to the growth run's 1 MB, buffered in memory as Tollgate does (nginx's default
-  # 16 KB buffer would spill them to temporary files, timing the disk rather than the proxy).
-  cat > "$work/nginx.conf" <<NGINX
+# The start of every bench's nginx.conf, up to inside `http {`: two workers, its pid file where
+# the scripts read it, and bodies up to the growth run's 1 MB buffered in memory as Tollgate
+# does (nginx's default 16 KB buffer would spill them to temporary files, timing the disk rather
+# than the proxy).
+nginx_head() {
+  cat <<NGINX
 worker_processes 2;
 pid $work/nginx.pid;
 error_log $work/nginx-error.log warn;
@@ -82,6 +84,11 @@ http {
   access_log off;
   client_max_body_size 8m;
   client_body_buffer_size 2m;
+NGINX
+}
+
+start_nginx() {
+  { nginx_head; cat <<NGINX; } > "$work/nginx.conf"
   upstream fake { server $FAKE; keepalive 128; }
   upstream tools { server $TOOLS; keepalive 128; }
   server {

@@ -89,15 +89,7 @@ start_fakes 100000 "$CHUNK_MS"
 
 # nginx: the plain proxy of lib.sh (same settings), with the routes the scenarios need beside
 # it, in one instance (its pid file where lib.sh reads it, for RSS, CPU and the exit trap).
-cat > "$work/nginx.conf" <<NGINX
-worker_processes 2;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_max_body_size 8m;
-  client_body_buffer_size 2m;
+{ nginx_head; cat <<NGINX; } > "$work/nginx.conf"
   proxy_http_version 1.1;
   proxy_set_header Connection "";
   proxy_buffering off;
@@ -132,26 +124,14 @@ NGINX
 # tier (the 502 row). Ejection is off (a billion failures) except on `broken-ejecting`.
 start_tollgate tg_sqlite "$TG1" "sqlite://$work/ledger.db" ""
 TGK=$tg_sqlite_key
-cat >> "$work/tg_sqlite.toml" <<TOML
-[[providers]]
-name = "deltas"
-endpoints = ["http://$DELTAS"]
-[[providers]]
-name = "broken"
-endpoints = ["http://$BROKEN"]
-eject_after_failures = 1000000000
-[[providers]]
-name = "closer"
-endpoints = ["http://$CLOSER"]
-eject_after_failures = 1000000000
-[[providers]]
-name = "broken-alone"
-endpoints = ["http://$BROKEN"]
-eject_after_failures = 1000000000
-[[providers]]
-name = "broken-ejecting"
-endpoints = ["http://$BROKEN"]
-TOML
+for p in "deltas|$DELTAS|" "broken|$BROKEN|1000000000" "closer|$CLOSER|1000000000" \
+         "broken-alone|$BROKEN|1000000000" "broken-ejecting|$BROKEN|"; do
+  IFS='|' read -r name addr eject <<<"$p"
+  printf '[[providers]]\nname = "%s"\nendpoints = ["http://%s"]\n' "$name" "$addr" >> "$work/tg_sqlite.toml"
+  if [ -n "$eject" ]; then
+    echo "eject_after_failures = $eject" >> "$work/tg_sqlite.toml"
+  fi
+done
 for m in "bench-deltas|deltas|normal" "fo-500|broken|economy" "fo-close|closer|economy" \
          "err-500|broken-alone|powerful" "fo-500-ejecting|broken-ejecting|economy"; do
   IFS='|' read -r id prov tier <<<"$m"
