@@ -1,6 +1,8 @@
 //! The lean floor for the benchmarks: a Pingora service that does what Tollgate's request path
-//! does with Pingora and nothing else. It answers every request from `request_filter` (as
-//! Tollgate does; `upstream_peer` is never reached) after one exchange with its one upstream
+//! does with Pingora and nothing else. It is served as Tollgate is (Pingora's HTTP server
+//! application, one single-threaded service per thread: `tollgate::proxy::next_request`,
+//! `hand_back`, `tollgate::server::add_proxy_services`) and answers every request after one
+//! exchange with its one upstream
 //! through Tollgate's own upstream code: the request written in one piece
 //! (`upstream::head`), sent on an idle connection from Tollgate's idle lists (`upstream::idle`,
 //! `upstream::wire`), the reply's head read and its body passed on piece by piece as it
@@ -12,13 +14,17 @@
 //! `lean_floor --listen ADDR --upstream HOST:PORT [--threads N]`.
 #![forbid(unsafe_code)]
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use bytes::Bytes;
+use pingora::apps::{HttpServerApp, ReusedHttpStream};
 use pingora::http::ResponseHeader;
-use pingora::listeners::{L4BufferSettings, ListenerConfig};
 use pingora::prelude::*;
-use pingora::proxy::{ProxyHttp, Session};
+use pingora::protocols::http::ServerSession;
 use pingora::server::configuration::{Opt, ServerConf};
+use pingora::server::ShutdownWatch;
+use tollgate::proxy::{hand_back, next_request};
 use tollgate::upstream::head::Request;
 use tollgate::upstream::idle::Connections;
 use tollgate::upstream::wire;
@@ -34,22 +40,23 @@ fn failed(e: wire::Failure) -> Box<Error> {
 }
 
 #[async_trait]
-impl ProxyHttp for Lean {
-    type CTX = ();
-
-    fn new_ctx(&self) {}
-
-    /// As Tollgate: no downstream modules (Pingora's default is a disabled compression module).
-    fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
-
-    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut ()) -> Result<Box<HttpPeer>> {
-        Err(Error::explain(
-            ErrorType::InternalError,
-            "every request is answered in request_filter",
-        ))
+impl HttpServerApp for Lean {
+    async fn process_new_http(
+        self: &Arc<Self>,
+        mut session: ServerSession,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        if !next_request(&mut session, shutdown).await {
+            return None;
+        }
+        // As Tollgate: the request's future boxed once a request is there.
+        Box::pin(self.answer(&mut session)).await.ok()?;
+        hand_back(session).await
     }
+}
 
-    async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> Result<bool> {
+impl Lean {
+    async fn answer(&self, session: &mut ServerSession) -> Result<()> {
         let mut body = Vec::new();
         while let Some(piece) = session.read_request_body().await? {
             body.extend_from_slice(&piece);
@@ -76,15 +83,13 @@ impl ProxyHttp for Lean {
             Some(len) => head.insert_header("Content-Length", len.to_owned())?,
             None => head.insert_header("Transfer-Encoding", "chunked")?,
         }
-        session.write_response_header(Box::new(head), false).await?;
+        session.write_response_header(Box::new(head)).await?;
         while let Some(piece) = reply.read_body().await? {
-            session.write_response_body(Some(piece), false).await?;
+            session.write_response_body(piece, false).await?;
         }
-        session
-            .write_response_body(Some(Bytes::new()), true)
-            .await?;
+        session.write_response_body(Bytes::new(), true).await?;
         reply.release(&self.connections, &self.peer, None);
-        Ok(true)
+        Ok(())
     }
 }
 
@@ -111,15 +116,16 @@ fn main() {
     };
     let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
     server.bootstrap();
-    let lean = Lean {
-        peer: HttpPeer::new(upstream.as_str(), false, String::new()),
+    let upstream_peer = HttpPeer::new(upstream.as_str(), false, String::new());
+    let Ok(listen) = listen.parse() else {
+        eprintln!("--listen: not an address: {listen}");
+        std::process::exit(2);
+    };
+    // One Lean per service, each with its idle lists (they are per thread within one anyway).
+    tollgate::server::add_proxy_services(&mut server, listen, threads, || Lean {
+        peer: upstream_peer.clone(),
         host: upstream.clone(),
         connections: Connections::default(),
-    };
-    let mut service = pingora::proxy::http_proxy_service(&server.configuration, lean);
-    service
-        .add_listener(ListenerConfig::tcp(listen).l4_buffer(L4BufferSettings::default().read(0)));
-    service.threads = Some(threads);
-    server.add_service(service);
+    });
     server.run_forever()
 }

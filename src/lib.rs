@@ -11,8 +11,8 @@
 //! validated [`config`] (one file per TOML section) and the [`runtime`] (the config snapshot
 //! swapped on SIGHUP, and the state every service shares), beside the [`background`] services
 //! (store connections, health checks, reload, lease rounds, the retry of unwritten settlements,
-//! the hold reaper). [`proxy`] is the Pingora adapter: every request is answered from
-//! `request_filter`, where [`proxy::routes`] finds its row in the one route table
+//! the hold reaper). [`proxy`] is the Pingora adapter (Tollgate is Pingora's HTTP
+//! server application): it reads each request, and [`proxy::routes`] finds its row in the one route table
 //! ([`proxy::table`]: 404 and 405 follow from it, and who may call and which limit applies), [`auth`] says who is calling (key,
 //! session, guest, admin token), and [`limits`] admits it against its plan's windows
 //! (in-process or Redis) when its row says so.
@@ -34,8 +34,8 @@
 //!    charges it to the lease in memory (the usage row goes with the next lease round) or to
 //!    the [`ledger`] directly; a settlement the ledger could not take waits in
 //!    [`metering::unsettled`] and is retried. Then it answers: a JSON reply with the balance
-//!    after the charge, or a stream's closing events. The logging hook settles only what a
-//!    dropped future left.
+//!    after the charge, or a stream's closing events. The proxy settles after the handler only
+//!    what a dropped future left.
 //! 5. [`request::respond`] answers (every error through `GatewayError`; [`request`] is the
 //!    plumbing every handler shares: the context, body reads, responses); [`proxy::access_log`]
 //!    counts the request in [`metrics`] and hands its log line to [`logging`]'s writer thread.

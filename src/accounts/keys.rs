@@ -1,6 +1,6 @@
 //! API keys: issued (shown once), listed and revoked (`/api/v1/keys*`). Only a hash is stored.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::json;
 use tollgate_filters::{keys, ErrorKind, GatewayError};
 

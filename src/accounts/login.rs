@@ -1,7 +1,7 @@
 //! Login and logout (`POST /api/v1/auth/login`, `/logout`): the dashboard's session cookie,
 //! given after the password is verified under the per-e-mail throttle, and taken back.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::json;
 use tollgate_filters::{ErrorKind, GatewayError};
 

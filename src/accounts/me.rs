@@ -2,7 +2,7 @@
 //! has not spent included), plan, its limits and the requests left in the current windows, this month's
 //! spend, and whether it is an operator.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::json;
 use tollgate_filters::credits::to_credits;
 use tollgate_filters::ratelimit::{PlanLimits, HOUR_MS};

@@ -1,7 +1,7 @@
 //! Signup (`POST /api/v1/auth/signup`): an account, its free credits and its first key; and
 //! the e-mail and password rules that login shares.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::{account_json, keys, passwords, random_id, MAX_ACCOUNT_BODY};

@@ -1,7 +1,7 @@
 //! `GET /api/v1/usage`: usage per day and per model over 30 days, and recent requests with
 //! the credits each was charged.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::json;
 use tollgate_filters::credits::to_credits;
 use tollgate_filters::GatewayError;

@@ -3,7 +3,7 @@
 //! (`auth::caller::admin`). Credit changes are
 //! ledger entries, never silent updates.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::json;
 use tollgate_filters::credits::from_credits;
 use tollgate_filters::{ErrorKind, GatewayError};

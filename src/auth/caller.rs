@@ -6,7 +6,7 @@
 
 use std::net::IpAddr;
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use tollgate_filters::keys::{self, constant_time_eq};
 use tollgate_filters::net::Cidr;
 use tollgate_filters::{ErrorKind, GatewayError};

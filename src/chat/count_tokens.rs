@@ -4,7 +4,7 @@
 //! every answer, errors included, is in Anthropic's shape. Here is what only the Messages API
 //! has: `POST /v1/messages/count_tokens`, answered by the gateway's own tokenizer.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::json;
 use tollgate_filters::anthropic::request::count_tokens_messages;
 use tollgate_filters::route::Target;

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
+use crate::request::Session;
 use bytes::Bytes;
-use pingora::proxy::Session;
 
 use crate::upstream::wire::Response;
 
@@ -62,7 +62,7 @@ impl Broke {
 /// pin the upstream connection and the credit hold forever.
 pub async fn send(session: &mut Session, bytes: Bytes, end: bool, limit: Duration) -> bool {
     matches!(
-        tokio::time::timeout(limit, session.write_response_body(Some(bytes), end)).await,
+        tokio::time::timeout(limit, session.write_response_body(bytes, end)).await,
         Ok(Ok(()))
     )
 }

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use crate::request::Session;
 use bytes::Bytes;
-use pingora::proxy::Session;
 use serde_json::{json, Value};
 use tollgate_filters::{ErrorKind, GatewayError};
 
@@ -66,10 +66,7 @@ pub async fn chat(
     };
     if h.insert_header("Content-Type", "text/event-stream")
         .is_err()
-        || session
-            .write_response_header(Box::new(h), false)
-            .await
-            .is_err()
+        || session.write_response_header(Box::new(h)).await.is_err()
     {
         return Ok(());
     }
@@ -95,11 +92,7 @@ pub async fn chat(
     out.push(Bytes::from_static(b"data: [DONE]\n\n"));
     let last = out.len() - 1;
     for (i, b) in out.into_iter().enumerate() {
-        if session
-            .write_response_body(Some(b), i == last)
-            .await
-            .is_err()
-        {
+        if session.write_response_body(b, i == last).await.is_err() {
             return Ok(());
         }
         if i > 0 && i < last {

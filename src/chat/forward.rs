@@ -9,8 +9,8 @@
 
 use std::time::Instant;
 
+use crate::request::Session;
 use bytes::Bytes;
-use pingora::proxy::Session;
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::ModelSpec;
 use tollgate_filters::ErrorKind;

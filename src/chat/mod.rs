@@ -20,7 +20,7 @@ pub mod stream;
 pub mod tokenize;
 pub mod translate;
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use tollgate_filters::anthropic::request::{check_translatable, parse_messages_request};
 use tollgate_filters::cost::{add_to_usage, Cost};
 use tollgate_filters::credits::format_credits;

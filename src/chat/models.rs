@@ -3,7 +3,7 @@
 //! All are open to guests (the lists counted against the guest limit), keys and dashboard
 //! sessions.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::{json, Value};
 use tollgate_filters::route::{Catalog, ModelKind, Target, Tier};
 use tollgate_filters::time::format_date;

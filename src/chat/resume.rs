@@ -14,8 +14,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::request::Session;
 use bytes::Bytes;
-use pingora::proxy::Session;
 use tollgate_filters::resume::request::{anthropic_continuation, openai_continuation};
 use tollgate_filters::sse::SseDecoder;
 

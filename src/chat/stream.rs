@@ -16,8 +16,8 @@
 
 use std::time::Duration;
 
+use crate::request::Session;
 use bytes::Bytes;
-use pingora::proxy::Session;
 use pingora::upstreams::peer::HttpPeer;
 use tollgate_filters::cost::Cost;
 use tollgate_filters::openai::stream::StreamStep;
@@ -238,10 +238,7 @@ async fn commit(
     if !session.is_http2() {
         let _ = h.insert_header("Transfer-Encoding", "chunked");
     }
-    r.gone = session
-        .write_response_header(Box::new(h), false)
-        .await
-        .is_err()
+    r.gone = session.write_response_header(Box::new(h)).await.is_err()
         || !send(session, Bytes::from(first), false, r.write_limit).await;
     Ok(())
 }

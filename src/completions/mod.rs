@@ -5,7 +5,7 @@
 //! only), hold, forward the client's body with the model and output cap set, streamed or not
 //! ([`crate::chat::serve`]) → settled once and answered ([`crate::chat::settle_and_answer`]).
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use tollgate_filters::openai::legacy::parse_legacy_request;
 use tollgate_filters::GatewayError;
 

@@ -9,7 +9,7 @@
 
 use std::sync::OnceLock;
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use crate::request::ctx::RequestCtx;

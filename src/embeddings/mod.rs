@@ -10,8 +10,8 @@
 
 use std::time::Instant;
 
+use crate::request::Session;
 use bytes::BytesMut;
-use pingora::proxy::Session;
 use tollgate_filters::credits::format_credits;
 use tollgate_filters::openai::embeddings::{
     parse_embeddings_request, reply_usage, upstream_body, write_reply, EmbeddingsRequest,

@@ -8,7 +8,7 @@
 //! forward ([`crate::chat::serve`]; the attempt writes the reply as a Gemini response, a
 //! stream as Gemini chunks) → settled once and answered ([`crate::chat::settle_and_answer`]).
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::{json, Value};
 use tollgate_filters::gemini::request::parse_gemini_request;
 use tollgate_filters::gemini::{split_method, Method};

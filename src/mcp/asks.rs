@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use tollgate_filters::mcp::ask::{self, Refusal, Route};

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::{json, Map, Value};
 use tollgate_filters::credits::to_credits;
 use tollgate_filters::mcp::{valid_slug, ServiceState};

@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use std::borrow::Cow;
 
 use serde_json::value::RawValue;

@@ -8,7 +8,7 @@
 //! without Redis refused there (409) and the call times out, free. The call is held, timed
 //! (`call_timeout`, all rounds together) and charged once, as any.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc::unbounded_channel;
 use tollgate_filters::json::raw;

@@ -2,7 +2,7 @@
 //! approve, reject, suspend and resume them. First-party servers are registered through
 //! [`super::developer::register`] with no owner in the path.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::{json, Value};
 use tollgate_filters::mcp::{Move, ServiceState};
 use tollgate_filters::{ErrorKind, GatewayError};

@@ -5,7 +5,7 @@
 //! `[mcp] allowed_hosts`, is 403. `"*"` in either list turns that check off (a deployment
 //! whose clients reach it by addresses nobody can list).
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use crate::config::Config;

@@ -11,8 +11,8 @@
 
 use std::future::Future;
 
+use crate::request::Session;
 use bytes::Bytes;
-use pingora::proxy::Session;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::asks::Sealer;
@@ -88,11 +88,7 @@ pub async fn event(session: &mut Session, ctx: &RequestCtx, data: &[u8], opened:
         if !session.is_http2() {
             let _ = h.insert_header("Transfer-Encoding", "chunked");
         }
-        if session
-            .write_response_header(Box::new(h), false)
-            .await
-            .is_err()
-        {
+        if session.write_response_header(Box::new(h)).await.is_err() {
             return false;
         }
     }
@@ -101,9 +97,7 @@ pub async fn event(session: &mut Session, ctx: &RequestCtx, data: &[u8], opened:
     e.extend_from_slice(data);
     e.extend_from_slice(b"\n\n");
     // A client gone mid-call still has the call settled; its events are dropped.
-    let _ = session
-        .write_response_body(Some(Bytes::from(e)), false)
-        .await;
+    let _ = session.write_response_body(Bytes::from(e), false).await;
     true
 }
 
@@ -113,7 +107,5 @@ pub async fn finish(session: &mut Session, message: &[u8]) {
     e.extend_from_slice(b"event: message\ndata: ");
     e.extend_from_slice(message);
     e.extend_from_slice(b"\n\n");
-    let _ = session
-        .write_response_body(Some(Bytes::from(e)), true)
-        .await;
+    let _ = session.write_response_body(Bytes::from(e), true).await;
 }

@@ -4,7 +4,7 @@
 //! out with `resultType`, the gateway in `_meta`, and on lists how long they may be cached.
 //! Errors get the era's HTTP statuses (400, 404); a 2025 request is answered as before.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use tollgate_filters::mcp::era::{self, Headers};

@@ -2,7 +2,7 @@
 //! placed hold with what it pays for, grown before a failover to a pricier candidate, and the
 //! decisions it made for the usage row; settled once, by value, so it cannot be settled twice.
 //! The request keeps it in its context's one metered slot; the pipeline settles it, and the
-//! logging hook settles what a dropped future left.
+//! proxy, after the handler, settles what a dropped future left.
 
 use tollgate_filters::route::ModelSpec;
 

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::{json, Value};
 use tollgate_filters::{keys, GatewayError};
 

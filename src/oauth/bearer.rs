@@ -4,7 +4,7 @@
 //! resource_metadata="…"` (MCP authorization; RFC 9728 5.1) so a client can discover where to
 //! sign in, with `error="invalid_token"` when the credentials it sent were refused.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::cache::is_access_token;

@@ -2,7 +2,7 @@
 //! one place they are mapped to HTTP statuses; the OAuth endpoints answer with these instead of
 //! the gateway's `{"error":{…}}` object, which OAuth clients do not read.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::json;
 use tollgate_filters::{ErrorKind, GatewayError};
 

@@ -2,7 +2,7 @@
 //! key, resource, created, last used) and their revocation (`DELETE /api/v1/oauth/grants/{id}`),
 //! which stops the grant's tokens at once here and within 5 s on every other instance.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::json;
 use tollgate_filters::{ErrorKind, GatewayError};
 

@@ -5,7 +5,7 @@
 //! dashboard's cookie and the MCP endpoints' origin check already trust: a deployment behind a
 //! proxy sets it to the address clients use.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::json;
 use tollgate_filters::GatewayError;
 

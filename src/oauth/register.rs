@@ -7,7 +7,7 @@
 //! app's private-use scheme (`cursor://…`, `com.example.app:/cb`). Never a fragment, never a
 //! scheme a browser runs or reads locally (`javascript:`, `data:`, `file:`…).
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::{json, Map, Value};
 use tollgate_filters::GatewayError;
 

@@ -8,8 +8,8 @@
 
 use std::collections::HashMap;
 
+use crate::request::Session;
 use base64::Engine;
-use pingora::proxy::Session;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use tollgate_filters::keys::{self, constant_time_eq};

@@ -3,7 +3,7 @@
 //! the checkout), answered with its URL. Nothing is granted here: the webhook does that once
 //! Stripe says the session is paid.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::json;
 use tollgate_filters::stripe::form;
 use tollgate_filters::{ErrorKind, GatewayError};

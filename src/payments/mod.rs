@@ -10,7 +10,7 @@ pub mod stripe_api;
 pub mod unclaimed;
 pub mod webhook;
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::json;
 use tollgate_filters::credits::to_credits;
 use tollgate_filters::stripe::form;

@@ -1,7 +1,7 @@
 //! `GET /api/v1/plans` (public): the plans with their limits, credits and price, and the
 //! credit packs, from the config: what the pricing page shows and `checkout` sells.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::{json, Value};
 use tollgate_filters::credits::to_credits;
 use tollgate_filters::GatewayError;

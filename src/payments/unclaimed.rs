@@ -3,7 +3,7 @@
 //! claim it, because an e-mail address at sign-up is not verified here, and whoever registered
 //! a payer's address first would otherwise take their plan and credits.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::json;
 use tollgate_filters::credits::to_credits;
 use tollgate_filters::{ErrorKind, GatewayError};

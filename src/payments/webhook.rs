@@ -5,7 +5,7 @@
 //! check is 200 (recorded) unless the store or Stripe itself failed, when a 5xx makes Stripe
 //! deliver again later.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::json;
 use tollgate_filters::stripe::{self, price_ids, secrets, verify, Action, Event, TOLERANCE_SECS};
 use tollgate_filters::{ErrorKind, GatewayError};

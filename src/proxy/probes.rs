@@ -1,7 +1,7 @@
 //! `GET /healthz` (the process answers) and `GET /readyz` (the ledger answers and at least one
 //! upstream is usable): what a load balancer or an orchestrator polls.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::json;
 use tollgate_filters::GatewayError;
 

@@ -3,7 +3,7 @@
 //! [`dispatch`] resolves the caller and admits the request as the row says, then runs the row's
 //! handler with the caller. Adding an endpoint is adding a row there; nothing here changes.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::table::{self, Access, Limit, Route, ROUTES};

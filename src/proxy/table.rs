@@ -4,7 +4,7 @@
 //! request as the row says, then [`run`]s the row's handler with the caller. Adding an
 //! endpoint: a row here and its handler in the folder of what it does.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use tollgate_filters::mcp::Move;
 use tollgate_filters::GatewayError;
 

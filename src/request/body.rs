@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use crate::request::Session;
 use bytes::BytesMut;
-use pingora::proxy::Session;
 use serde_json::{Map, Value};
 use tollgate_filters::GatewayError;
 

@@ -100,8 +100,8 @@ impl RequestCtx {
 
     /// Settles the metered request, if it is still held: at what was served (nothing when no
     /// model produced output), once. The balance after it goes out as `X-Credits-Remaining`.
-    /// Called by the pipeline before its answer's last bytes, and by the logging hook for a
-    /// request whose future was dropped first.
+    /// Called by the pipeline before its answer's last bytes, and by the proxy after the
+    /// handler for a request whose future was dropped first.
     pub async fn settle(&mut self, meter: &Meter<'_>) {
         let Some(charge) = self.metered.take() else {
             return;

@@ -2,6 +2,10 @@
 //! imports neither): the request context from the first filter to `logging` ([`ctx`]),
 //! bounded body reads ([`body`]), and writing responses, errors included ([`respond`]).
 
+/// The client's side of one request: Pingora's HTTP server session (HTTP/1 or HTTP/2), which
+/// Tollgate serves directly (`crate::proxy`).
+pub use pingora::protocols::http::ServerSession as Session;
+
 pub mod body;
 pub mod ctx;
 pub mod respond;

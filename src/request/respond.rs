@@ -1,9 +1,9 @@
 //! Writing whole responses to the client. Every response gets `X-Request-Id`; every error
 //! body comes from [`GatewayError::to_json`], the one mapping.
 
+use crate::request::Session;
 use bytes::Bytes;
 use pingora::http::ResponseHeader;
-use pingora::proxy::Session;
 use tollgate_filters::{anthropic, GatewayError};
 
 use super::ctx::{RequestCtx, Wire};
@@ -44,14 +44,11 @@ pub async fn send(
     {
         return;
     }
-    if let Err(e) = session.write_response_header(Box::new(h), false).await {
+    if let Err(e) = session.write_response_header(Box::new(h)).await {
         tracing::debug!(request_id = %ctx.request_id, "client gone before header: {e}");
         return;
     }
-    if let Err(e) = session
-        .write_response_body(Some(Bytes::from(body)), true)
-        .await
-    {
+    if let Err(e) = session.write_response_body(Bytes::from(body), true).await {
         tracing::debug!(request_id = %ctx.request_id, "client gone during body: {e}");
     }
 }

@@ -12,7 +12,7 @@ pub mod stored;
 
 use std::sync::Arc;
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::Value;
 use tollgate_filters::openai::request::parse_chat_request;
 use tollgate_filters::responses::items::with_ids;

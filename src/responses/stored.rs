@@ -2,7 +2,7 @@
 //! `GET`/`DELETE /v1/responses/{id}`, `GET /v1/responses/{id}/input_items`. Every read is for
 //! the caller's account: another account's id is 404, as one that never existed.
 
-use pingora::proxy::Session;
+use crate::request::Session;
 use serde_json::{json, Value};
 use tollgate_filters::responses::items::MAX_ITEMS;
 use tollgate_filters::{ErrorKind, GatewayError};

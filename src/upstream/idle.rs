@@ -1,5 +1,5 @@
 //! Upstream connections: made by Pingora's transport connector (TCP, TLS), kept between
-//! exchanges in idle lists of our own, one per peer.
+//! exchanges in idle lists of our own, one per peer and thread.
 //!
 //! Why not Pingora's pool: its `release_stream` spawns a task per released connection to
 //! watch it while idle, and `reused_stream` wakes that task and waits on a lock until it has
@@ -10,12 +10,18 @@
 //! expired and closed ones every second. A connection that closes between that check and its
 //! next request fails before any response byte and is retried once on a new one
 //! (`wire::exchange`).
+//!
+//! The lists are per thread as well as per peer: each proxy thread is its own single-threaded
+//! runtime (`server::proxy_listeners`), and a socket stays registered with the runtime that
+//! opened it, so a connection taken by another thread would have every read and write woken
+//! across threads.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use pingora::connectors::TransportConnector;
@@ -29,7 +35,16 @@ const PER_PEER: usize = 128;
 /// Connections to upstreams: new ones from Pingora, idle ones kept here.
 pub struct Connections {
     connector: TransportConnector,
-    idle: Mutex<HashMap<u64, Vec<Parked>>>,
+    idle: Mutex<HashMap<(ThreadId, u64), Vec<Parked>>>,
+}
+
+thread_local! {
+    static THREAD: ThreadId = std::thread::current().id();
+}
+
+/// The idle list of `peer` for this thread.
+fn list_key(peer: &HttpPeer) -> (ThreadId, u64) {
+    (THREAD.with(|t| *t), peer.reuse_hash())
 }
 
 struct Parked {
@@ -50,7 +65,7 @@ impl Default for Connections {
 impl Connections {
     /// The most recently parked idle connection to `peer` that is still open.
     pub fn take(&self, peer: &HttpPeer) -> Option<Stream> {
-        let key = peer.reuse_hash();
+        let key = list_key(peer);
         let now = Instant::now();
         loop {
             let parked = {
@@ -83,7 +98,7 @@ impl Connections {
         let Ok(mut map) = self.idle.lock() else {
             return;
         };
-        let list = map.entry(peer.reuse_hash()).or_default();
+        let list = map.entry(list_key(peer)).or_default();
         list.push(parked);
         if list.len() > PER_PEER {
             // Dropped (closed) after the lock is let go.
