@@ -288,15 +288,22 @@ async fn served_model_listing_survives_garbage_requests() {
     let before = get(gw.addr, "/v1/models").await.json();
     // What cannot be parsed as HTTP (a request line that is not one, a Content-Length that is
     // not a number) the HTTP server refuses before the gateway sees it: a bare 400, and the
-    // connection closed.
-    for raw in [
-        &b"GARBAGE\r\n\r\n"[..],
-        b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: abc\r\n\r\n{}",
+    // connection closed. A CONNECT (Tollgate tunnels nothing) is a bare 405, closed.
+    for (raw, status) in [
+        (&b"GARBAGE\r\n\r\n"[..], 400),
+        (
+            b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: abc\r\n\r\n{}",
+            400,
+        ),
+        (
+            b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+            405,
+        ),
     ] {
         let r = tokio::time::timeout(Duration::from_secs(2), raw_request(gw.addr, raw))
             .await
             .expect("an answer, not a hang");
-        assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(raw));
+        assert_eq!(r.status, status, "{}", String::from_utf8_lossy(raw));
         assert_eq!(r.header("connection"), Some("close"));
     }
     // Well-formed HTTP that makes no sense on the listing gets the gateway's JSON error.
