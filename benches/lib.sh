@@ -118,7 +118,7 @@ NGINX
 # The two floors on the framework Tollgate is built on, each in front of the chat fake and of
 # the tool server, beside nginx: Pingora's own proxy with no logic (`tollgate-bench pingora`:
 # pingora-proxy's generic upstream path, which Tollgate does not use), and the lean floor
-# (`examples/lean_floor.rs`: Tollgate's own path with no logic: answered from request_filter
+# (`examples/lean_floor.rs`: Tollgate's own path with no logic: served as Tollgate is,
 # after Tollgate's one-write exchange on its own idle lists). What Tollgate costs above "lean"
 # is its own logic.
 start_floor() {
