@@ -8,8 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use http::Response;
 use pingora::apps::http_app::ServeHttp;
-use pingora::apps::ServerApp;
-use pingora::listeners::{L4BufferSettings, ListenerConfig, TcpSocketOptions};
+use pingora::apps::HttpServerApp;
 use pingora::protocols::http::ServerSession;
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::Server;
@@ -28,6 +27,7 @@ use crate::background::reload::ReloadService;
 use crate::background::tool_lists::ToolListService;
 use crate::background::unsettled::UnsettledService;
 use crate::config::Config;
+use crate::proxy::listen::ProxyService;
 use crate::proxy::Gateway;
 use crate::runtime::{Runtime, Shared};
 
@@ -110,37 +110,29 @@ pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, Stri
     Ok(server)
 }
 
-/// The proxy: `app` served on `listen` by `threads` threads, laid out by [`proxy_listeners`].
-/// Shared with the lean floor (`examples/lean_floor.rs`), which serves as Tollgate does.
-pub fn add_proxy_services<A: ServerApp + Send + Sync + 'static>(
+/// The proxy: `app` served on `listen` by `threads` threads, laid out by [`proxy_listeners`],
+/// each service accepting its own connections (`proxy::listen`). Shared with the lean floor
+/// (`examples/lean_floor.rs`), which serves as Tollgate does.
+pub fn add_proxy_services<A: HttpServerApp + Send + Sync + 'static>(
     server: &mut Server,
     listen: SocketAddr,
     threads: usize,
     app: impl Fn() -> A,
 ) {
     for (i, l) in proxy_listeners(listen, threads).into_iter().enumerate() {
-        let mut proxy = Service::new(format!("proxy {i}"), app());
-        // Pingora puts a 64 KiB read buffer in front of every accepted connection; the HTTP/1
-        // server reads heads into its own buffer and bodies in large reads anyway, so that
-        // buffer only copied bytes a second time and was 64 KiB of every open client
-        // connection (the largest part of a stream's memory). Reads go straight to the socket.
-        let mut listener =
-            ListenerConfig::tcp(l.spelled).l4_buffer(L4BufferSettings::default().read(0));
-        if l.reuse_port {
-            let mut options = TcpSocketOptions::default();
-            options.so_reuseport = Some(true);
-            listener = listener.tcp_socket_options(options);
-        }
-        proxy.add_listener(listener);
-        proxy.threads = Some(l.threads);
-        server.add_service(proxy);
+        server.add_service(ProxyService {
+            name: format!("proxy {i}"),
+            addr: listen,
+            reuse_port: l.reuse_port,
+            threads: l.threads,
+            app: Some(app()),
+        });
     }
 }
 
 /// One proxy service's listener.
 #[derive(Debug, PartialEq)]
 struct ProxyListener {
-    spelled: String,
     reuse_port: bool,
     threads: usize,
 }
@@ -149,25 +141,17 @@ struct ProxyListener {
 /// `SO_REUSEPORT` socket of `listen`, so the kernel spreads connections over the threads as
 /// it does over nginx's workers and a connection's socket, its upstream connections
 /// (`upstream::idle` keeps idle lists per thread) and its task stay on one thread: no
-/// cross-thread wake-ups, no work stealing (README, Performance). Pingora shares one socket
-/// between listeners whose address reads the same, so each is spelled differently: the port
-/// with i leading zeros ("127.0.0.1:08080"), which parses to the same address. Port 0 (any
-/// free port) would give each its own port, so it stays one service of `threads` workers.
+/// cross-thread wake-ups, no work stealing (README, Performance). Port 0 (any free port) would
+/// give each its own port, so it stays one service of `threads` workers.
 fn proxy_listeners(listen: SocketAddr, threads: usize) -> Vec<ProxyListener> {
     if threads <= 1 || listen.port() == 0 {
         return vec![ProxyListener {
-            spelled: listen.to_string(),
             reuse_port: false,
             threads: threads.max(1),
         }];
     }
-    let host = match listen {
-        SocketAddr::V4(a) => a.ip().to_string(),
-        SocketAddr::V6(a) => format!("[{}]", a.ip()),
-    };
     (0..threads)
-        .map(|i| ProxyListener {
-            spelled: format!("{host}:{}{}", "0".repeat(i), listen.port()),
+        .map(|_| ProxyListener {
             reuse_port: true,
             threads: 1,
         })
@@ -207,28 +191,10 @@ mod tests {
     use super::proxy_listeners;
 
     #[test]
-    fn each_thread_gets_its_own_spelling_of_the_address() {
+    fn each_thread_gets_its_own_socket_of_the_address() {
         let l = proxy_listeners("127.0.0.1:8080".parse().unwrap(), 3);
-        let spelled: Vec<&str> = l.iter().map(|l| l.spelled.as_str()).collect();
-        assert_eq!(
-            spelled,
-            ["127.0.0.1:8080", "127.0.0.1:08080", "127.0.0.1:008080"]
-        );
+        assert_eq!(l.len(), 3);
         assert!(l.iter().all(|l| l.reuse_port && l.threads == 1));
-        for s in spelled {
-            let a: std::net::SocketAddr = s.parse().unwrap();
-            assert_eq!(a, "127.0.0.1:8080".parse().unwrap());
-        }
-        let v6 = proxy_listeners("[::1]:9000".parse().unwrap(), 2);
-        assert_eq!(v6[1].spelled, "[::1]:09000");
-        assert_eq!(
-            v6[1]
-                .spelled
-                .parse::<std::net::SocketAddr>()
-                .unwrap()
-                .port(),
-            9000
-        );
     }
 
     #[test]

@@ -21,6 +21,7 @@
 //! responses), and who is calling in [`crate::auth`]: nothing below this folder imports it.
 
 pub mod access_log;
+pub mod listen;
 pub mod probes;
 pub mod routes;
 pub mod table;
