@@ -25,8 +25,8 @@ use pingora::protocols::http::ServerSession;
 use pingora::protocols::l4::socket::SocketAddr as PeerAddr;
 use pingora::protocols::raw_connect::ProxyDigest;
 use pingora::protocols::{
-    GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, SocketDigest,
-    Ssl, Stream, TimingDigest, UniqueID, UniqueIDType,
+    GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, SocketDigest, Ssl, Stream,
+    TimingDigest, UniqueID, UniqueIDType,
 };
 use pingora::server::{ListenFds, ShutdownWatch};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadBuf};
@@ -153,19 +153,23 @@ async fn connection<A: HttpServerApp + Send + Sync + 'static>(
     }
 }
 
-/// Waits until the connection has bytes to read (or its peer closed it): false when it stays
-/// silent through the keep-alive or the server is stopping (the connection is then closed).
+/// Waits until the connection has bytes to read: false when its peer closed it, it stays silent
+/// through the keep-alive or the server is stopping (the connection is then closed).
 async fn request_arrives(stream: &Stream, shutdown: &ShutdownWatch) -> bool {
     // Every stream here is a `Conn`; another (none today) goes straight to its session.
     let Some(conn) = stream.as_any().downcast_ref::<Conn>() else {
         return true;
     };
     let mut stopping = shutdown.clone();
+    // A peek, not `readable()`: tokio may report a fresh socket readable before any byte has
+    // come (observed here for most new connections), and the session would then hold its head
+    // buffer through the wait. 0 bytes: the peer closed.
+    let mut first = [0u8; 1];
     tokio::select! {
         biased;
         _ = stopping.wait_for(|stop| *stop) => false,
-        ready = tokio::time::timeout(KEEPALIVE, conn.io.get_ref().readable()) => {
-            matches!(ready, Ok(Ok(())))
+        peeked = tokio::time::timeout(KEEPALIVE, conn.io.get_ref().peek(&mut first)) => {
+            matches!(peeked, Ok(Ok(n)) if n > 0)
         }
     }
 }

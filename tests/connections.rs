@@ -1,0 +1,125 @@
+//! The proxy's client connections (src/proxy/listen.rs): a keep-alive connection carries request
+//! after request, connections that send nothing (or close at once) cost the service nothing,
+//! one that speaks late is served, and every one is closed as soon as the gateway stops, long
+//! before its grace period ends.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tollgate_testkit::*;
+
+/// Reads one response (head, then a Content-Length body) off a keep-alive connection: its
+/// status and body.
+async fn read_response(s: &mut TcpStream) -> (u16, Vec<u8>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = s.read(&mut chunk).await.expect("read a response");
+        assert!(
+            n > 0,
+            "closed before a whole head: {:?}",
+            String::from_utf8_lossy(&buf)
+        );
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+    let status: u16 = head[9..12].parse().expect("a status");
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("a Content-Length");
+    while buf.len() < head_end + len {
+        let n = s.read(&mut chunk).await.expect("read a body");
+        assert!(n > 0, "closed inside a body");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    (status, buf[head_end..head_end + len].to_vec())
+}
+
+async fn ask_models(s: &mut TcpStream, addr: SocketAddr) -> u16 {
+    let req = format!("GET /v1/models HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("write a request");
+    let (status, body) = read_response(s).await;
+    let v: serde_json::Value = serde_json::from_slice(&body).expect("a JSON body");
+    assert_eq!(v["object"], "list", "{v}");
+    status
+}
+
+/// True when the peer closed the connection (end of stream or reset) within `within`.
+async fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+    let mut b = [0u8; 64];
+    matches!(
+        tokio::time::timeout(within, s.read(&mut b)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+#[tokio::test]
+async fn keep_alive_and_idle_connections_are_served_and_closed_when_the_gateway_stops() {
+    let fake = FakeOpenAi::start("p").await;
+    // A long grace period: the connections must close when the stop begins, not at the exit.
+    let mut gw = Gateway::start_opts(
+        tollgate_bin!(),
+        &one_model_config(&fake, "m-2024-01-01"),
+        Opts {
+            grace_secs: Some(30),
+            ..Opts::default()
+        },
+    )
+    .await;
+    let addr = gw.addr;
+    let mut kept = TcpStream::connect(addr).await.expect("connect");
+    for _ in 0..5 {
+        assert_eq!(ask_models(&mut kept, addr).await, 200);
+    }
+    // Connections that never send anything, and some that close at once.
+    let mut idle = Vec::new();
+    for _ in 0..200 {
+        idle.push(TcpStream::connect(addr).await.expect("connect an idle one"));
+    }
+    for _ in 0..50 {
+        drop(TcpStream::connect(addr).await.expect("connect and leave"));
+    }
+    // Bytes that are not HTTP on one of them: a bare 400 and that one closed; the rest wait.
+    let mut garbage = idle.pop().expect("an idle connection");
+    garbage.write_all(b"GARBAGE\r\n\r\n").await.unwrap();
+    let mut raw = Vec::new();
+    let _ = garbage.read_to_end(&mut raw).await;
+    assert!(
+        raw.starts_with(b"HTTP/1.1 400"),
+        "{}",
+        String::from_utf8_lossy(&raw)
+    );
+    // The service still answers, on a new connection and on one that waited to speak.
+    assert_eq!(get(addr, "/v1/models").await.status, 200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut late = idle.pop().expect("an idle connection");
+    assert_eq!(ask_models(&mut late, addr).await, 200);
+    assert_eq!(ask_models(&mut kept, addr).await, 200, "still kept alive");
+
+    gw.signal("TERM");
+    for (i, s) in idle.iter_mut().chain([&mut kept, &mut late]).enumerate() {
+        assert!(
+            closed_within(s, Duration::from_secs(5)).await,
+            "connection {i} still open after the stop began"
+        );
+    }
+    assert!(
+        gw.child.try_wait().expect("the gateway's status").is_none(),
+        "closed by the stop itself, not by the process exiting"
+    );
+    // No new connection is served once stopping.
+    if let Ok(mut s) = TcpStream::connect(addr).await {
+        let req = format!("GET /v1/models HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        let _ = s.write_all(req.as_bytes()).await;
+        assert!(closed_within(&mut s, Duration::from_secs(5)).await);
+    }
+    let _ = gw.child.kill();
+    let _ = gw.child.wait();
+}
