@@ -1,7 +1,8 @@
 //! The lean floor for the benchmarks: a Pingora service that does what Tollgate's request path
 //! does with Pingora and nothing else. It is served as Tollgate is (Pingora's HTTP server
-//! application, one single-threaded service per thread: `tollgate::proxy::next_request`,
-//! `hand_back`, `tollgate::server::add_proxy_services`) and answers every request after one
+//! application, one single-threaded service per thread accepting its own connections:
+//! `tollgate::proxy::next_request`, `hand_back`, `tollgate::server::add_proxy_services` and
+//! `tollgate::proxy::listen`) and answers every request after one
 //! exchange with its one upstream
 //! through Tollgate's own upstream code: the request written in one piece
 //! (`upstream::head`), sent on an idle connection from Tollgate's idle lists (`upstream::idle`,
