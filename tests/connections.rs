@@ -123,3 +123,47 @@ async fn keep_alive_and_idle_connections_are_served_and_closed_when_the_gateway_
     let _ = gw.child.kill();
     let _ = gw.child.wait();
 }
+
+#[tokio::test]
+async fn an_address_taken_by_another_process_stops_the_gateway_with_an_error() {
+    let fake = FakeOpenAi::start("p").await;
+    // Held without SO_REUSEPORT: the gateway's sockets cannot join it.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().unwrap();
+    let dir = temp_dir();
+    let config = dir.join("tollgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"{addr}\"\nmetrics_listen = \"\"\nthreads = 2\n\n[storage]\ndatabase_url = \"sqlite://{}/ledger.db\"\n\n{}",
+            dir.display(),
+            one_model_config(&fake, "m-2024-01-01")
+        ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(tollgate_bin!())
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the gateway");
+    let mut status = None;
+    for _ in 0..300 {
+        if let Some(s) = child.try_wait().unwrap() {
+            status = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        panic!("the gateway kept running without its listening socket");
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success());
+    assert!(err.contains("cannot listen"), "{err}");
+    drop(taken);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -64,8 +64,9 @@ impl<A: HttpServerApp + Send + Sync + 'static> pingora::services::Service for Pr
         let listener = match bind(self.addr, self.reuse_port) {
             Ok(l) => l,
             Err(e) => {
-                // Nothing can be served: stop the process as a failed start would.
-                tracing::error!(addr = %self.addr, "cannot listen: {e}");
+                // Nothing can be served: stop the process as a failed start would. Straight to
+                // stderr: the log's writer thread would not get to write it before the exit.
+                eprintln!("tollgate: cannot listen on {}: {e}", self.addr);
                 std::process::exit(1);
             }
         };
