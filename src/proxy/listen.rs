@@ -165,13 +165,15 @@ async fn request_arrives(stream: &Stream, shutdown: &ShutdownWatch) -> bool {
     // A peek, not `readable()`: tokio may report a fresh socket readable before any byte has
     // come (observed here for most new connections), and the session would then hold its head
     // buffer through the wait. 0 bytes: the peer closed.
+    // The peek first: a request already there when the stop begins is still answered (with
+    // `Connection: close`), as Pingora's server did; a silent connection is closed.
     let mut first = [0u8; 1];
     tokio::select! {
         biased;
-        _ = stopping.wait_for(|stop| *stop) => false,
         peeked = tokio::time::timeout(KEEPALIVE, conn.io.get_ref().peek(&mut first)) => {
             matches!(peeked, Ok(Ok(n)) if n > 0)
         }
+        _ = stopping.wait_for(|stop| *stop) => false,
     }
 }
 
