@@ -167,15 +167,16 @@ impl EndpointUrl {
     /// The Host header value.
     pub fn authority(&self) -> String {
         let default = if self.tls { 443 } else { 80 };
+        // Joined, not `format!`ted: a tool call's request spells it every time.
         let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
+            ["[", &self.host, "]"].concat()
         } else {
             self.host.clone()
         };
         if self.port == default {
             host
         } else {
-            format!("{host}:{}", self.port)
+            [host.as_str(), ":", &self.port.to_string()].concat()
         }
     }
 }

@@ -67,7 +67,7 @@ pub async fn admit(
             per_hour,
             per_day,
         } => (
-            format!("acct:{id}"),
+            ["acct:", id].concat(),
             *plan,
             plans
                 .limits(plan)

@@ -8,6 +8,8 @@
 use crate::request::Session;
 use tollgate_filters::{ErrorKind, GatewayError};
 
+use std::net::{IpAddr, SocketAddr};
+
 use crate::config::Config;
 
 /// 403 for a request the MCP endpoints must not serve.
@@ -36,8 +38,7 @@ pub fn check(config: &Config, session: &Session) -> Result<(), GatewayError> {
     let Some(host) = host else {
         return Ok(());
     };
-    let listen = config.server.listen.to_string();
-    if !host_allowed(host, public, &listen, &mcp.allowed_hosts) {
+    if !host_allowed(host, public, config.server.listen, &mcp.allowed_hosts) {
         return Err(GatewayError::new(
             ErrorKind::Forbidden,
             format!("host `{host}` is not this gateway's (server.public_url, [mcp] allowed_hosts)"),
@@ -47,8 +48,9 @@ pub fn check(config: &Config, session: &Session) -> Result<(), GatewayError> {
 }
 
 /// Whether `host` (a `Host` header: name or address, with or without a port) is one the
-/// gateway answers MCP on.
-fn host_allowed(host: &str, public_url: &str, listen: &str, extra: &[String]) -> bool {
+/// gateway answers MCP on. Names compare without case, a missing port as the public URL's
+/// scheme's default; nothing is allocated (this runs on every MCP request).
+fn host_allowed(host: &str, public_url: &str, listen: SocketAddr, extra: &[String]) -> bool {
     let (scheme, authority) = public_url.split_once("://").unwrap_or(("http", public_url));
     let authority = authority.split('/').next().unwrap_or_default();
     let default_port = if scheme.eq_ignore_ascii_case("https") {
@@ -56,32 +58,42 @@ fn host_allowed(host: &str, public_url: &str, listen: &str, extra: &[String]) ->
     } else {
         "80"
     };
-    let with_port = |a: &str| -> String {
-        let a = a.to_ascii_lowercase();
-        // `[::1]:8080` and `name:8080` carry a port; `[::1]` and `name` do not.
-        let has_port = a.rsplit_once(':').is_some_and(|(h, p)| {
-            !p.is_empty()
-                && p.bytes().all(|b| b.is_ascii_digit())
-                && (!h.contains(':') || h.ends_with(']'))
-        });
-        if has_port {
-            a
-        } else {
-            format!("{a}:{default_port}")
-        }
+    let (name, port) = name_and_port(host);
+    let port = port.unwrap_or(default_port);
+    let same = |other: &str| {
+        let (n, p) = name_and_port(other);
+        n.eq_ignore_ascii_case(name) && p.unwrap_or(default_port) == port
     };
-    let host = with_port(host);
-    if host == with_port(authority) || extra.iter().any(|h| with_port(h) == host) {
+    if same(authority) || extra.iter().any(|h| same(h)) {
         return true;
     }
-    let listen = listen.to_ascii_lowercase();
-    if host == listen {
-        return true;
+    if port.parse::<u16>().ok() != Some(listen.port()) {
+        return false;
     }
-    let port = listen.rsplit_once(':').map(|(_, p)| p).unwrap_or_default();
-    ["localhost", "127.0.0.1", "[::1]"]
-        .iter()
-        .any(|name| host == format!("{name}:{port}"))
+    // The listen address itself, or a loopback name, on the listen port.
+    let ip = name
+        .strip_prefix('[')
+        .and_then(|n| n.strip_suffix(']'))
+        .unwrap_or(name);
+    ip.parse::<IpAddr>().ok() == Some(listen.ip())
+        || ["localhost", "127.0.0.1", "[::1]"]
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// A `Host` value's name and port: `[::1]:8080` and `name:8080` carry a port; `[::1]` and
+/// `name` do not.
+fn name_and_port(a: &str) -> (&str, Option<&str>) {
+    match a.rsplit_once(':') {
+        Some((h, p))
+            if !p.is_empty()
+                && p.bytes().all(|b| b.is_ascii_digit())
+                && (!h.contains(':') || h.ends_with(']')) =>
+        {
+            (h, Some(p))
+        }
+        _ => (a, None),
+    }
 }
 
 #[cfg(test)]
@@ -91,7 +103,7 @@ mod tests {
     #[test]
     fn the_public_name_the_listen_address_and_loopback_names_are_allowed() {
         let public = "https://gw.example.com";
-        let listen = "0.0.0.0:8080";
+        let listen = "0.0.0.0:8080".parse().unwrap();
         for ok in [
             "gw.example.com",
             "GW.example.com:443",
@@ -99,6 +111,7 @@ mod tests {
             "localhost:8080",
             "127.0.0.1:8080",
             "[::1]:8080",
+            "LOCALHOST:8080",
         ] {
             assert!(host_allowed(ok, public, listen, &[]), "{ok}");
         }
@@ -108,6 +121,9 @@ mod tests {
             "localhost:9999",
             "127.0.0.1",
             "gw.example.com.evil.example",
+            "0.0.0.0:8081",
+            "0.0.0.0",
+            "10.0.0.5:8080",
         ] {
             assert!(!host_allowed(bad, public, listen, &[]), "{bad}");
         }
@@ -123,5 +139,11 @@ mod tests {
             listen,
             &["internal".into()]
         ));
+        // An IPv6 listen address, by its own spelling and on its port only.
+        let v6 = "[::1]:9000".parse().unwrap();
+        assert!(host_allowed("[::1]:9000", public, v6, &[]));
+        assert!(host_allowed("localhost:9000", public, v6, &[]));
+        assert!(!host_allowed("[::2]:9000", public, v6, &[]));
+        assert!(!host_allowed("[::1]:9001", public, v6, &[]));
     }
 }

@@ -74,7 +74,7 @@ pub async fn settle(
         key_id: Some(hold.key_id.clone()),
         model_requested: joined_name(call.slug, call.tool),
         model_used: None,
-        provider: Some(format!("mcp:{}", call.slug)),
+        provider: Some(["mcp:", call.slug].concat()),
         prompt_tokens: 0,
         completion_tokens: 0,
         cost,
