@@ -132,6 +132,9 @@ impl Ledger {
             let pool = SqlitePoolOptions::new()
                 .max_connections(4)
                 .acquire_timeout(acquire)
+                // A SQLite connection is a file open in this process: pinging it before each
+                // use (sqlx's default) is a round trip to its worker thread that finds nothing.
+                .test_before_acquire(false)
                 // Not pooled again when it may hold a transaction SQLite ended on its own.
                 .after_release(|_conn, _meta| Box::pin(async { Ok(!sqlite_recently_troubled()) }))
                 .connect_with(opts)

@@ -86,7 +86,7 @@ impl<'a> Upstream<'a> {
         let rt = shared.runtime.load();
         let mcp = &rt.config.mcp;
         let deadline = Instant::now() + timeout;
-        let host_port = format!("{}:{}", parsed.host, parsed.port);
+        let host_port = [parsed.host.as_str(), ":", &parsed.port.to_string()].concat();
         let addr = match shared.mcp.resolved(&host_port) {
             Some(a) => a,
             None => {
@@ -309,7 +309,10 @@ impl<'a> Upstream<'a> {
         session: Option<&UpstreamSession>,
         routing: Option<&Routing<'_>>,
     ) -> Result<Answer, Failure> {
-        let peer = self.peer();
+        let mut peer = self.peer();
+        // `post`'s deadline bounds the whole exchange: a timer per read as well would be
+        // another timer registered (and the runtime's driver woken) on every call.
+        peer.options.read_timeout = None;
         let request = self.build(body, session, routing)?;
         let connector = &self.shared.connector;
         let mut up = wire::exchange(connector, &peer, &request)
