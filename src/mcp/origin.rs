@@ -67,15 +67,19 @@ fn host_allowed(host: &str, public_url: &str, listen: SocketAddr, extra: &[Strin
     if same(authority) || extra.iter().any(|h| same(h)) {
         return true;
     }
-    if port.parse::<u16>().ok() != Some(listen.port()) {
+    // The listen port as it is spelled (no leading zeros), as the string comparison this
+    // replaced required.
+    let plain = port.len() == 1 || !port.starts_with('0');
+    if !plain || port.parse::<u16>().ok() != Some(listen.port()) {
         return false;
     }
-    // The listen address itself, or a loopback name, on the listen port.
-    let ip = name
-        .strip_prefix('[')
-        .and_then(|n| n.strip_suffix(']'))
-        .unwrap_or(name);
-    ip.parse::<IpAddr>().ok() == Some(listen.ip())
+    // The listen address itself (an IPv6 one in brackets, an IPv4 one without), or a loopback
+    // name, on the listen port.
+    let ip = match listen {
+        SocketAddr::V6(_) => name.strip_prefix('[').and_then(|n| n.strip_suffix(']')),
+        SocketAddr::V4(_) => Some(name),
+    };
+    ip.and_then(|ip| ip.parse::<IpAddr>().ok()) == Some(listen.ip())
         || ["localhost", "127.0.0.1", "[::1]"]
             .iter()
             .any(|n| n.eq_ignore_ascii_case(name))
@@ -124,6 +128,9 @@ mod tests {
             "0.0.0.0:8081",
             "0.0.0.0",
             "10.0.0.5:8080",
+            "localhost:08080",
+            "0.0.0.0:08080",
+            "[0.0.0.0]:8080",
         ] {
             assert!(!host_allowed(bad, public, listen, &[]), "{bad}");
         }
@@ -145,5 +152,9 @@ mod tests {
         assert!(host_allowed("localhost:9000", public, v6, &[]));
         assert!(!host_allowed("[::2]:9000", public, v6, &[]));
         assert!(!host_allowed("[::1]:9001", public, v6, &[]));
+        let v6_80 = "[::1]:80".parse().unwrap();
+        assert!(host_allowed("[::1]", "http://gw.example.com", v6_80, &[]));
+        assert!(!host_allowed("::1", "http://gw.example.com", v6_80, &[]));
+        assert!(!host_allowed("[::1]:09000", public, v6, &[]));
     }
 }
