@@ -102,12 +102,14 @@ fn name_and_port(a: &str) -> (&str, Option<&str>) {
 
 #[cfg(test)]
 mod tests {
+    use std::net::{Ipv6Addr, SocketAddr};
+
     use super::host_allowed;
 
     #[test]
     fn the_public_name_the_listen_address_and_loopback_names_are_allowed() {
         let public = "https://gw.example.com";
-        let listen = "0.0.0.0:8080".parse().unwrap();
+        let listen = SocketAddr::from(([0, 0, 0, 0], 8080));
         for ok in [
             "gw.example.com",
             "GW.example.com:443",
@@ -147,12 +149,12 @@ mod tests {
             &["internal".into()]
         ));
         // An IPv6 listen address, by its own spelling and on its port only.
-        let v6 = "[::1]:9000".parse().unwrap();
+        let v6 = SocketAddr::from((Ipv6Addr::LOCALHOST, 9000));
         assert!(host_allowed("[::1]:9000", public, v6, &[]));
         assert!(host_allowed("localhost:9000", public, v6, &[]));
         assert!(!host_allowed("[::2]:9000", public, v6, &[]));
         assert!(!host_allowed("[::1]:9001", public, v6, &[]));
-        let v6_80 = "[::1]:80".parse().unwrap();
+        let v6_80 = SocketAddr::from((Ipv6Addr::LOCALHOST, 80));
         assert!(host_allowed("[::1]", "http://gw.example.com", v6_80, &[]));
         assert!(!host_allowed("::1", "http://gw.example.com", v6_80, &[]));
         assert!(!host_allowed("[::1]:09000", public, v6, &[]));
