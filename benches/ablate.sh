@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # What each part of a metered MCP tools/call costs, measured by taking it out: `bash
-# benches/ablate.sh [ROUNDS]`. Each `benches/ablations/*.diff` is applied alone to HEAD in a
+# benches/ablate.sh [ROUNDS]` (`ABLATE_PATH=chat`: a chat completion's instead, JSON, in front of
+# the fake provider; the ablations marked "(tools/call only)" on their first line are left out). Each `benches/ablations/*.diff` is applied alone to HEAD in a
 # scratch worktree and built (into target/ablate, shared by the variants: the first build takes
 # as long as a clean one, later ones a minute or two); then nginx, the lean floor, this
 # checkout's build and each variant serve tools/call in front of one fake tool server, interleaved
 # (a round measures each once, in that order): maximum throughput on 64 connections for 5 s and
 # the proxy's CPU per call. Prints the medians, each against nginx's. The variants are
 # measurements, never builds to ship: they answer without the part they drop.
+# `ABLATIONS=DIR` takes the diffs from DIR instead: a candidate change measured the same way.
 # (The patches are against the code they name; one that no longer applies stops the run with
 # git's message: rewrite it against the new code.)
 set -euo pipefail
@@ -24,11 +26,14 @@ start_nginx
 start_floor
 
 names=(head) bins=("$root/$TOLLGATE")
-for diff in benches/ablations/*.diff; do
+for diff in "${ABLATIONS:-benches/ablations}"/*.diff; do
   name=$(basename "$diff" .diff)
+  if [ "${ABLATE_PATH:-tools}" = chat ] && head -1 "$diff" | grep -q '(tools/call only)'; then
+    continue
+  fi
   tree="$work/src-$name"
   git worktree add -q --detach "$tree" HEAD
-  git -C "$tree" apply "$root/$diff"
+  git -C "$tree" apply "$(realpath "$diff")"
   echo "building the variant $name ..." >&2
   if ! (cd "$tree" && CARGO_TARGET_DIR="$root/target/ablate" cargo build --release -q --bin tollgate) >"$work/build-$name.log" 2>&1; then
     tail -30 "$work/build-$name.log" >&2
@@ -55,31 +60,43 @@ done
 proxy_pids() {
   case $1 in
     nginx) ps -o pid= --ppid "$(cat "$work/nginx.pid")" | tr '\n' ' ' ;;
-    lean) echo "$lean_tools_pid" ;;
+    lean) if [ "${ABLATE_PATH:-tools}" = chat ]; then echo "$lean_pid"; else echo "$lean_tools_pid"; fi ;;
     *) echo "${pid[$1]}" ;;
   esac
 }
 call='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"TOOL","arguments":{"text":"hi"}}}'
 for round in $(seq 1 "$ROUNDS"); do
   for n in nginx lean "${names[@]}"; do
-    case $n in
-      nginx) url=http://$NGX_TOOLS/mcp tool=echo auth=() ;;
-      lean) url=http://$LEAN_TOOLS/mcp tool=echo auth=() ;;
-      *) url=http://${addr[$n]}/mcp tool=bench-tools__echo auth=(--header "Authorization: Bearer ${key[$n]}") ;;
-    esac
+    if [ "${ABLATE_PATH:-tools}" = chat ]; then
+      shape=(--model bench)
+      case $n in
+        nginx) url=http://$NGX/v1/chat/completions auth=() ;;
+        lean) url=http://$LEAN/v1/chat/completions auth=() ;;
+        *) url=http://${addr[$n]}/v1/chat/completions auth=(--header "Authorization: Bearer ${key[$n]}") ;;
+      esac
+    else
+      case $n in
+        nginx) url=http://$NGX_TOOLS/mcp tool=echo auth=() ;;
+        lean) url=http://$LEAN_TOOLS/mcp tool=echo auth=() ;;
+        *) url=http://${addr[$n]}/mcp tool=bench-tools__echo auth=(--header "Authorization: Bearer ${key[$n]}") ;;
+      esac
+      shape=(--body "${call/TOOL/$tool}")
+    fi
     echo "== round $round: $n" >&2
-    m=$(measure "$n" "$BENCH" load --url "$url" --mode max --secs 5 --conns 64 --body "${call/TOOL/$tool}" "${auth[@]}")
+    m=$(measure "$n" "$BENCH" load --url "$url" --mode max --secs 5 --conns 64 "${shape[@]}" "${auth[@]}")
     echo "{\"name\":\"$n\",\"round\":$round,\"max\":$m}"
   done
 done > "$work/ablate.jsonl"
-python3 - "$work/ablate.jsonl" <<'PY'
+what=tools/call
+[ "${ABLATE_PATH:-tools}" = chat ] && what="chat (JSON)"
+python3 - "$work/ablate.jsonl" "$what" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 names = list(dict.fromkeys(r["name"] for r in rows))
 def of(n, f):
     return [f(r["max"]) for r in rows if r["name"] == n]
 nginx = statistics.median(of("nginx", lambda m: m["rps"]))
-print("| tools/call through | max rps @64 conns: median (min–max) | × nginx | proxy CPU µs/call: median | errors |")
+print(f"| {sys.argv[2]} through | max rps @64 conns: median (min–max) | × nginx | proxy CPU µs a request: median | errors |")
 print("|---|---|---|---|---|")
 for n in names:
     rps = of(n, lambda m: m["rps"])
