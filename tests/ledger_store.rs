@@ -320,3 +320,76 @@ async fn a_retried_settlement_is_written_once_and_a_cancelled_hold_refunded_once
         983_000
     );
 }
+
+/// SQLite's write-ahead log under a steady stream of commits (SQLite only: the log is
+/// SQLite's). With checkpoints that never wait, SQLite never finds the log wholly copied before
+/// the next write and never starts it over: it grows for as long as the writes go on. A
+/// checkpoint that finds more than its limit in the log waits its turn and truncates it, so the
+/// log stays near what is written between two checkpoints.
+#[tokio::test]
+async fn the_write_ahead_log_is_started_over_under_steady_writes() {
+    use std::time::{Duration, Instant};
+    const MB: u64 = 1 << 20;
+    let dir = temp_dir();
+    let url = format!("sqlite://{}/wal.db", dir.display());
+    let ledger = Ledger::connect(&url, Duration::from_secs(2)).await.unwrap();
+    let wal = dir.join("wal.db-wal");
+    let account = "usr_wal";
+    ledger
+        .create_account(account, None, None, 1_000_000, None, 0)
+        .await
+        .unwrap()
+        .unwrap();
+    // One task commits back to back until told to stop; this one checkpoints every 20 ms with
+    // the limit `restart_pages` until `done` says so, and returns the largest the log was
+    // before a checkpoint.
+    let run = |restart_pages: i64, done: &'static (dyn Fn(u64, Duration) -> bool + Sync)| {
+        let (ledger, wal) = (ledger.clone(), wal.clone());
+        async move {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let writer = {
+                let (ledger, stop) = (ledger.clone(), stop.clone());
+                tokio::spawn(async move {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        ledger
+                            .adjust_credits(account, 1, "test", "wal", 0)
+                            .await
+                            .unwrap();
+                    }
+                })
+            };
+            let (started, mut largest) = (Instant::now(), 0);
+            while !done(largest, started.elapsed()) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                largest = largest.max(std::fs::metadata(&wal).map_or(0, |m| m.len()));
+                ledger.checkpoint(restart_pages).await.unwrap();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            writer.await.unwrap();
+            largest
+        }
+    };
+    // Checkpoints that never wait: the log passes 64 MB within 20 s (~2 s here).
+    let grown = run(i64::MAX, &|largest, t| {
+        largest > 64 * MB || t > Duration::from_secs(20)
+    })
+    .await;
+    assert!(
+        grown > 64 * MB,
+        "the log grew to only {grown} bytes without restarts"
+    );
+    // Started over past 64 pages: truncated at once, and for 2 s of the same writes it stays a
+    // few MB at most.
+    ledger.checkpoint(64).await.unwrap();
+    assert_eq!(std::fs::metadata(&wal).map_or(0, |m| m.len()), 0);
+    let kept = run(64, &|_, t| t > Duration::from_secs(2)).await;
+    eprintln!(
+        "largest log: {} KB never restarted, {} KB restarted",
+        grown / 1024,
+        kept / 1024
+    );
+    assert!(
+        kept < 16 * MB,
+        "the log grew to {kept} bytes although restarted"
+    );
+}

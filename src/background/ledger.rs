@@ -11,6 +11,9 @@ use crate::runtime::Shared;
 
 /// How often SQLite's write-ahead log is checkpointed into the database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+/// Past this many pages in the log (64 MiB at SQLite's 4 KiB pages; ~3 s of writes at the
+/// gateway's full speed on the development machine) a checkpoint also starts it over.
+const WAL_RESTART_PAGES: i64 = 16_384;
 
 /// Connects the ledger store inside Pingora's long-lived runtime (retrying until it answers)
 /// and publishes it to the request path.
@@ -45,7 +48,7 @@ impl BackgroundService for LedgerService {
                 _ = shutdown.changed() => return,
                 _ = tokio::time::sleep(CHECKPOINT_EVERY) => {}
             }
-            if let Err(e) = ledger.checkpoint().await {
+            if let Err(e) = ledger.checkpoint(WAL_RESTART_PAGES).await {
                 tracing::warn!("ledger checkpoint failed, will retry: {e}");
             }
         }

@@ -9,6 +9,7 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
+use sqlx::Row;
 
 #[derive(Debug)]
 pub struct StoreError(pub String);
@@ -156,12 +157,24 @@ impl Ledger {
     }
 
     /// Copies SQLite's write-ahead log into the database file (what SQLite would otherwise do
-    /// inside a commit every 1,000 pages), without waiting for readers; a no-op on Postgres.
-    pub async fn checkpoint(&self) -> Result<()> {
+    /// inside a commit every 1,000 pages), without waiting for readers or the writer; a no-op on
+    /// Postgres. SQLite starts the log over only when a write finds all of it copied, which a
+    /// steady stream of commits never lets a checkpoint beside them finish: the log then grew
+    /// without end (150 MB in 8 s at 30,000 requests/s). So once it holds more than
+    /// `restart_pages` pages, the checkpoint waits its turn behind the writer (as a write does,
+    /// up to the busy timeout), copies the rest and truncates the log to nothing.
+    pub async fn checkpoint(&self, restart_pages: i64) -> Result<()> {
         if let Ledger::Sqlite(p) = self {
-            sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                .execute(p)
+            // One row: (busy, pages in the log, pages copied).
+            let row = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                .fetch_one(p)
                 .await?;
+            let pages: i64 = row.try_get(1)?;
+            if pages > restart_pages {
+                sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                    .execute(p)
+                    .await?;
+            }
         }
         Ok(())
     }
