@@ -47,7 +47,7 @@ pub struct Settled {
 /// The settlement statement of each backend ($1 request, $2 key, $3–$5 models and provider,
 /// $6–$7 tokens, $8 cost, $9 status, $10 latency, $11 time, $12 account, $13 hold note,
 /// $14–$18 the tool call's kind, slug, tool, developer and developer credits).
-const SETTLE_SQLITE: &str = "INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, hold_note, kind, tool_slug, tool_name, developer_id, developer_credits) \
+const SETTLE_SQLITE: &str = "INSERT INTO usage_settlements (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, hold_note, kind, tool_slug, tool_name, developer_id, developer_credits) \
      SELECT $1, a.user_id, $2, $3, $4, $5, $6, $7, MIN($8, a.balance + COALESCE(h.amount, 0)), $9, $10, $11, \
             a.balance + COALESCE(h.amount, 0) - MIN($8, a.balance + COALESCE(h.amount, 0)), $13, $14, $15, $16, $17, $18 \
      FROM accounts a LEFT JOIN holds h ON h.id = $1 WHERE a.user_id = $12 \

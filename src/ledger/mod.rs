@@ -9,7 +9,8 @@
 //! - a settlement is one statement that deletes the hold, refunds it less the charge and
 //!   writes the usage row (one round trip, no lock upgrade, so no settlement deadlock). On
 //!   Postgres these are data-modifying CTEs; on SQLite an `INSERT … SELECT` whose trigger
-//!   (migration 0002) moves the money inside the same statement;
+//!   (migration 0002) moves the money inside the same statement (a settlement's trigger is on
+//!   the view `usage_settlements`, migration 0013, so a lease round's rows run none);
 //! - a hold left by a crashed instance expires and is refunded by whichever instance deletes it
 //!   first; a settlement that finds its hold gone charges the balance directly, clamped at zero.
 //!
