@@ -3,7 +3,10 @@
 # Tollgate on its embedded default (SQLite + in-process counters, auth, limits and metering on),
 # 64 connections at full speed for 10 s while `perf record` samples the gateway (cpu-clock, so it
 # works without hardware counters), then the top symbols by self time and a grouping by
-# subsystem. Needs linux-perf (installed from Debian when missing). Loopback only.
+# subsystem, and the share of each thread (the proxy threads, SQLite's worker threads, the
+# background services). `PROFILE_PATH=tools` profiles a metered MCP tools/call in front of the
+# fake tool server instead of chat. Needs linux-perf (installed from Debian when missing).
+# Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-10}
@@ -15,13 +18,27 @@ bench_setup no-nginx
 start_fakes 50 10
 start_tollgate tg_sqlite "$TG1" "sqlite://$work/ledger.db" ""
 tg=$tg_sqlite_pid key=$tg_sqlite_key TG=$TG1
+url=http://$TG/v1/chat/completions shape=(--model bench)
+if [ "${PROFILE_PATH:-chat}" = tools ]; then
+  # The fake tool server at 1 credit a call, as in load.sh.
+  curl -sf "http://$TG/api/v1/mcp/services" -H "Authorization: Bearer $key" \
+    -d "{\"slug\":\"bench-tools\",\"upstream_url\":\"http://$TOOLS/mcp\",\"default_credits\":1}" >/dev/null
+  curl -sf -X POST "http://$TG/api/v1/admin/mcp/services/bench-tools/approve" -H "Authorization: Bearer $ADMIN_TOKEN" >/dev/null
+  url=http://$TG/mcp
+  shape=(--body '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bench-tools__echo","arguments":{"text":"hi"}}}')
+fi
 perf record -q -e cpu-clock -F 2999 -g -p "$tg" -o "$work/perf.data" -- sleep "$SECS" 2>/dev/null &
 rec=$!
-"$BENCH" load --url "http://$TG/v1/chat/completions" --mode max --secs "$SECS" --conns 64 --model bench --header "Authorization: Bearer $key"
+"$BENCH" load --url "$url" --mode max --secs "$SECS" --conns 64 "${shape[@]}" --header "Authorization: Bearer $key"
 wait "$rec" || true
 echo
 perf report -i "$work/perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null \
   | grep -E '^ +[0-9.]+%' | sed -E 's/[[:space:]]+(-[[:space:]]+)*$//' > "$work/report.txt"
+echo "by thread (% of the gateway's samples; numbered threads of one kind summed):"
+perf report -i "$work/perf.data" --no-children --sort comm --stdio -g none 2>/dev/null \
+  | grep -E '^ +[0-9.]+%' | sed -E 's/[0-9]+$//' \
+  | awk '{ pct[$2] += $1 } END { for (c in pct) printf "  %5.1f%%  %s\n", pct[c], c }' | sort -rn
+echo
 echo "top symbols by self time (% of the gateway's samples):"
 head -30 "$work/report.txt"
 echo
