@@ -8,9 +8,14 @@ use std::sync::Mutex;
 
 use tollgate_filters::ratelimit::{check_and_count, Decision, Window};
 
+/// One log per window length, as in Redis: a changed limit applies to what was counted. Kept
+/// in the order of the windows last checked (a plan has two), so a request finds its logs
+/// without a lookup or an allocation.
+type Logs = Vec<(i64, VecDeque<i64>)>;
+
 #[derive(Default)]
 pub struct LocalCounter {
-    logs: Mutex<HashMap<String, HashMap<i64, VecDeque<i64>>>>,
+    logs: Mutex<HashMap<String, Logs>>,
 }
 
 impl LocalCounter {
@@ -18,18 +23,27 @@ impl LocalCounter {
         let Ok(mut map) = self.logs.lock() else {
             return Decision::unlimited();
         };
-        // One log per window length, as in Redis: a changed limit applies to what was counted.
-        let logs = map.entry(ident.to_owned()).or_default();
-        let mut taken: Vec<VecDeque<i64>> = windows
-            .iter()
-            .map(|w| logs.remove(&w.window_ms).unwrap_or_default())
-            .collect();
-        let mut refs: Vec<&mut VecDeque<i64>> = taken.iter_mut().collect();
-        let d = check_and_count(&mut refs, windows, now);
-        for (w, log) in windows.iter().zip(taken) {
-            logs.insert(w.window_ms, log);
+        // The ident is copied only the first time it is counted.
+        if !map.contains_key(ident) {
+            map.insert(ident.to_owned(), Logs::new());
         }
-        d
+        let Some(logs) = map.get_mut(ident) else {
+            return Decision::unlimited();
+        };
+        let laid_out = logs.len() >= windows.len()
+            && logs
+                .iter()
+                .zip(windows)
+                .all(|((ms, _), w)| *ms == w.window_ms);
+        if !laid_out {
+            arrange(logs, windows);
+        }
+        let mut refs: Vec<&mut VecDeque<i64>> = logs
+            .iter_mut()
+            .take(windows.len())
+            .map(|(_, log)| log)
+            .collect();
+        check_and_count(&mut refs, windows, now)
     }
 
     /// Requests counted in each window at `now`, without counting one.
@@ -41,8 +55,8 @@ impl LocalCounter {
             .iter()
             .map(|w| {
                 map.get(ident)
-                    .and_then(|logs| logs.get(&w.window_ms))
-                    .map_or(0, |log| {
+                    .and_then(|logs| logs.iter().find(|(ms, _)| *ms == w.window_ms))
+                    .map_or(0, |(_, log)| {
                         log.iter().filter(|&&t| t > now - w.window_ms).count() as u64
                     })
             })
@@ -62,7 +76,8 @@ impl LocalCounter {
             return 0;
         };
         map.retain(|_, logs| {
-            logs.retain(|&window_ms, log| {
+            logs.retain_mut(|(window_ms, log)| {
+                let window_ms = *window_ms;
                 while log.front().is_some_and(|&t| t <= now - window_ms) {
                     log.pop_front();
                 }
@@ -72,6 +87,20 @@ impl LocalCounter {
         });
         map.len()
     }
+}
+
+/// Puts the logs of `windows` first, in their order (a log not there yet starts empty); the
+/// logs of other window lengths are kept after them until they empty.
+fn arrange(logs: &mut Logs, windows: &[Window]) {
+    let mut rest = std::mem::take(logs);
+    for w in windows {
+        let log = match rest.iter().position(|(ms, _)| *ms == w.window_ms) {
+            Some(i) => rest.swap_remove(i).1,
+            None => VecDeque::new(),
+        };
+        logs.push((w.window_ms, log));
+    }
+    logs.extend(rest);
 }
 
 #[cfg(test)]
@@ -101,5 +130,35 @@ mod tests {
         assert_eq!(c.check("ip:1", &windows, t0 + HOUR_MS + 1).remaining, 9);
         // A day after their last request both idents are gone.
         assert_eq!(c.sweep(t0 + HOUR_MS + 1 + DAY_MS), 0);
+    }
+
+    #[test]
+    fn a_log_counts_on_whatever_windows_are_checked_beside_it() {
+        let c = LocalCounter::default();
+        let hour = Window {
+            window_ms: HOUR_MS,
+            limit: 10,
+        };
+        let day = Window {
+            window_ms: DAY_MS,
+            limit: 100,
+        };
+        let t0 = 1_000_000_000;
+        for i in 0..3 {
+            c.check("acct:a", &[hour, day], t0 + i);
+        }
+        // The day alone (an override lifted the hourly limit), then both again in the other
+        // order: each window's log is the one it had, and both went on counting.
+        assert_eq!(c.check("acct:a", &[day], t0 + 3).remaining, 96);
+        assert_eq!(c.used("acct:a", &[hour, day], t0 + 4), [3, 4]);
+        let d = c.check("acct:a", &[day, hour], t0 + 4);
+        assert_eq!((d.limit, d.remaining), (10, 6));
+        assert_eq!(c.used("acct:a", &[day, hour], t0 + 5), [5, 4]);
+        // A refused request is counted in no window.
+        for i in 0..6 {
+            assert!(c.check("acct:a", &[hour, day], t0 + 5 + i).admitted);
+        }
+        assert!(!c.check("acct:a", &[hour, day], t0 + 11).admitted);
+        assert_eq!(c.used("acct:a", &[hour, day], t0 + 12), [10, 11]);
     }
 }
