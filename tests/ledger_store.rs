@@ -289,6 +289,12 @@ async fn a_retried_settlement_is_written_once_and_a_cancelled_hold_refunded_once
         "already written"
     );
     assert_eq!(balance(&ledger).await, 993_000, "charged once");
+    // The settlement dropped its hold in its one statement (on SQLite, the trigger of the view
+    // `usage_settlements`); settled again without the check, the request's second row is
+    // refused and the statement moves no money.
+    assert!(!ledger.cancel_hold(&req).await.unwrap(), "hold dropped");
+    assert!(ledger.settle(&s).await.is_err(), "a second row");
+    assert_eq!(balance(&ledger).await, 993_000, "nothing moved");
     let (rows, spent) = ledger.usage_totals(&account).await.unwrap();
     assert_eq!((rows, spent), (1, 7_000));
 
