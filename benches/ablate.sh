@@ -8,7 +8,8 @@
 # (a round measures each once, in that order): maximum throughput on 64 connections for 5 s and
 # the proxy's CPU per call. Prints the medians, each against nginx's. The variants are
 # measurements, never builds to ship: they answer without the part they drop.
-# `ABLATIONS=DIR` takes the diffs from DIR instead: a candidate change measured the same way.
+# `ABLATIONS=DIR` takes the diffs from DIR instead: a candidate change measured the same way
+# (an empty DIR: this checkout's build alone, beside nginx and the lean floor).
 # (The patches are against the code they name; one that no longer applies stops the run with
 # git's message: rewrite it against the new code.)
 set -euo pipefail
@@ -26,6 +27,8 @@ start_nginx
 start_floor
 
 names=(head) bins=("$root/$TOLLGATE")
+# An empty ABLATIONS directory measures this checkout's build alone beside the floors.
+shopt -s nullglob
 for diff in "${ABLATIONS:-benches/ablations}"/*.diff; do
   name=$(basename "$diff" .diff)
   if [ "${ABLATE_PATH:-tools}" = chat ] && head -1 "$diff" | grep -q '(tools/call only)'; then

@@ -190,3 +190,51 @@ fn the_due_round_follows_the_lease_state() {
     l.settle(10, settlement(0), t0);
     assert_eq!(l.due(t0, idle, renew), Some(Round::Release));
 }
+
+/// A busy account's round comes early once `BATCH_WAKE` settlements wait, not before: the timer
+/// sets the pace below that (the wake is a stored permit, so a poll shows whether it was given).
+#[tokio::test]
+async fn a_round_is_woken_early_only_once_a_full_batch_waits() {
+    use std::sync::Arc;
+    let leases = super::Leases::new(
+        64,
+        Duration::from_millis(20),
+        Duration::from_secs(2),
+        Duration::from_secs(10),
+        "inst".into(),
+    );
+    let (l, now) = lease(1_000_000_000);
+    let id = l.id.clone();
+    let mut entry = super::Entry::new();
+    entry.lease = Some(l);
+    super::locked(&leases.accounts).insert("usr".into(), entry);
+    let woken = |leases: &super::Leases| {
+        use std::future::Future;
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        let notified = std::pin::pin!(leases.wake.notified());
+        notified.poll(&mut cx).is_ready()
+    };
+    for _ in 0..super::BATCH_WAKE - 1 {
+        let hold = super::locked(&leases.accounts)
+            .get_mut("usr")
+            .and_then(|e| e.lease.as_mut())
+            .and_then(|l| l.take(1, now));
+        assert!(hold.is_some());
+        assert!(leases.settle(&id, 1, settlement(1)).is_ok());
+    }
+    assert!(
+        !woken(&leases),
+        "{} rows wait: the timer's turn",
+        super::BATCH_WAKE - 1
+    );
+    super::locked(&leases.accounts)
+        .get_mut("usr")
+        .and_then(|e| e.lease.as_mut())
+        .and_then(|l| l.take(1, now));
+    assert!(leases.settle(&id, 1, settlement(1)).is_ok());
+    assert!(woken(&leases), "a full batch wakes the round");
+    // A settlement against a lease that is gone comes back to be settled directly.
+    let other: Arc<str> = Arc::from("lease_gone");
+    assert!(leases.settle(&other, 1, settlement(1)).is_err());
+}
