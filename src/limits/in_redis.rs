@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use redis::aio::ConnectionManager;
 use tollgate_filters::ratelimit::{Decision, Window};
 
-use super::shadow::{Entry, Shadow};
+use super::shadow::{Entry, Member, Shadow};
 
 /// The same algorithm as `tollgate_filters::ratelimit::check_and_count`, on sorted sets scored
 /// by Redis's own clock (instances' clocks may disagree; Redis has one). It can also reserve
@@ -228,7 +228,7 @@ impl RedisCounter {
             if l.members.is_empty() {
                 continue;
             }
-            let members: Vec<&str> = l.members.iter().map(|e| e.1.as_str()).collect();
+            let members: Vec<&Member> = l.members.iter().map(|e| &e.1).collect();
             let mut pipe = redis::pipe();
             for w in &l.windows {
                 pipe.zrem(self.key(&ident, w), &members).ignore();
@@ -328,9 +328,12 @@ impl RedisCounter {
         type Reply = (i64, i64, i64, i64, i64, u64, String, i64);
         let (admitted, limit, remaining, reset_ms, retry_ms, reserved, base, now): Reply =
             inv.invoke_async(&mut conn).await?;
+        let base: Arc<str> = base.into();
         if reserved > 0 {
             let reserved_at = now + RESERVE_LIFETIME.as_millis() as i64;
-            let members = (1..=reserved).map(|j| (reserved_at, format!("{base}:{j}")));
+            // At most `rate_limit_reserve` (validated ≤ 1,000).
+            let reserved = u32::try_from(reserved).unwrap_or(0);
+            let members = (1..=reserved).map(|j| (reserved_at, Member::reserved(&base, j)));
             if let Ok(mut map) = self.reservations.lock() {
                 match map.get_mut(ident).filter(|l| l.windows == windows) {
                     // Two requests reserved at once: keep both sets under the older lifetime
@@ -353,7 +356,7 @@ impl RedisCounter {
             }
         }
         if admitted == 1 {
-            self.shadow.record(ident, windows, now, base);
+            self.shadow.record(ident, windows, now, Member::new(base));
         }
         Ok(Decision {
             admitted: admitted == 1,

@@ -13,7 +13,7 @@
 use redis::aio::ConnectionManager;
 
 use super::in_redis::RedisCounter;
-use super::shadow::{Entry, Health, Item};
+use super::shadow::{Entry, Health, Item, Member};
 
 /// Sorted-set members per pipeline when writing admissions back.
 const PIPELINE_MEMBERS: usize = 4096;
@@ -193,5 +193,15 @@ mod tests {
         let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:3f1c2b\r\ntcp_port:6379\r\n";
         assert_eq!(parse_run_id(info), Some("3f1c2b"));
         assert_eq!(parse_run_id("# Server\r\n"), None);
+    }
+}
+
+/// A member goes to Redis as its text (`base` or `base:j`), written straight into the command.
+impl redis::ToRedisArgs for Member {
+    fn write_redis_args<W>(&self, out: &mut W)
+    where
+        W: ?Sized + redis::RedisWrite,
+    {
+        out.write_arg_fmt(self);
     }
 }

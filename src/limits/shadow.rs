@@ -10,13 +10,15 @@
 //! Why a log of members rather than seeding the fallback from Redis's last figures: a figure
 //! cannot be written back to a Redis that restarted empty without double counting in one that
 //! did not; identical members can. The healthy path pays one short lock and a push of the
-//! member string Redis already returned (no allocation of its own but a new ident's entry), and
-//! memory holds what Redis holds of this instance's admissions: one entry per admission still
-//! in its ident's longest window, dropped by [`Shadow::sweep`] off the request path.
+//! member Redis already returned (no allocation of its own but a new ident's entry; a
+//! reservation's members share their base), and memory holds what Redis holds of this
+//! instance's admissions: one 32-byte entry per admission still in its ident's longest window,
+//! dropped by [`Shadow::sweep`] off the request path.
 
 use std::collections::{HashMap, VecDeque};
+use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tollgate_filters::ratelimit::{Decision, Window};
 
@@ -34,7 +36,45 @@ pub enum Health {
 }
 
 /// One admission: its score (ms) and sorted-set member, as Redis has (or will have) them.
-pub type Entry = (i64, String);
+pub type Entry = (i64, Member);
+
+/// A sorted-set member: the script's `base` (`{now}:{request's member}`), or `base:j` for the
+/// j-th admission of a reservation. A reservation's members share one `base`, written out only
+/// when sent to Redis: the log holds every admission for as long as a window counts it, and a
+/// string of its own per admission made Redis-backed instances grow ~130 bytes per request
+/// admitted (issue 31), about half of it that string.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    base: Arc<str>,
+    /// 0: the base itself.
+    j: u32,
+}
+
+impl Member {
+    pub fn new(base: impl Into<Arc<str>>) -> Member {
+        Member {
+            base: base.into(),
+            j: 0,
+        }
+    }
+
+    /// The `j`-th (from 1) admission reserved with `base`.
+    pub fn reserved(base: &Arc<str>, j: u32) -> Member {
+        Member {
+            base: base.clone(),
+            j,
+        }
+    }
+}
+
+impl fmt::Display for Member {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.j {
+            0 => f.write_str(&self.base),
+            j => write!(f, "{}:{j}", self.base),
+        }
+    }
+}
 
 #[derive(Default)]
 struct Log {
@@ -88,7 +128,7 @@ impl Shadow {
     }
 
     /// Records an admission Redis counted (`member` at score `at`).
-    pub fn record(&self, ident: &str, windows: &[Window], at: i64, member: String) {
+    pub fn record(&self, ident: &str, windows: &[Window], at: i64, member: Member) {
         let Ok(mut s) = self.state.lock() else {
             return;
         };
@@ -121,7 +161,7 @@ impl Shadow {
         let d = decide(&log.entries, windows, now);
         if d.admitted {
             // The member Redis's script would have made.
-            let member = format!("{now}:{member}");
+            let member = Member::new(format!("{now}:{member}"));
             log.unsent.push((now, member.clone()));
             insert(log, now, member);
         }
@@ -269,7 +309,7 @@ fn log_of<'a>(s: &'a mut State, ident: &str, windows: &[Window]) -> Option<&'a m
 
 /// Keeps `entries` sorted by score: admissions arrive almost in order (reserved ones are scored
 /// at the end of their reservation), so this is nearly always a push at the back.
-fn insert(log: &mut Log, at: i64, member: String) {
+fn insert(log: &mut Log, at: i64, member: Member) {
     let i = log.entries.partition_point(|e| e.0 <= at);
     log.entries.insert(i, (at, member));
 }

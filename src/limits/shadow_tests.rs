@@ -39,7 +39,7 @@ fn its_decisions_are_those_of_the_in_process_counter() {
         let d = decide(&log, &w, now);
         assert!(same(&d, &expected), "at {i}: {d:?} vs {expected:?}");
         if d.admitted {
-            log.push_back((now, format!("{now}:r{i}")));
+            log.push_back((now, Member::new(format!("{now}:r{i}"))));
         }
     }
 }
@@ -49,7 +49,12 @@ fn what_redis_admitted_before_an_outage_counts_in_process_during_it() {
     let s = Shadow::default();
     let w = windows(20, 100);
     for i in 0..12 {
-        s.record("acct:a", &w, T0 + i, format!("{}:r{i}", T0 + i));
+        s.record(
+            "acct:a",
+            &w,
+            T0 + i,
+            Member::new(format!("{}:r{i}", T0 + i)),
+        );
     }
     // Healthy: the limiter decides in Redis, not here.
     assert!(s.admit_local("acct:a", &w, "x", T0 + 100, false).is_none());
@@ -67,7 +72,7 @@ fn what_redis_admitted_before_an_outage_counts_in_process_during_it() {
 fn a_restored_redis_gets_the_unsent_or_everything_with_the_original_members() {
     let s = Shadow::default();
     let w = windows(20, 100);
-    s.record("acct:a", &w, T0, format!("{T0}:r0"));
+    s.record("acct:a", &w, T0, Member::new(format!("{T0}:r0")));
     s.failed();
     let d = s.admit_local("acct:a", &w, "o1", T0 + 5, false);
     assert!(d.is_some_and(|d| d.admitted));
@@ -76,12 +81,15 @@ fn a_restored_redis_gets_the_unsent_or_everything_with_the_original_members() {
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].ident, "acct:a");
     assert_eq!(all[0].windows, vec![HOUR_MS, DAY_MS]);
-    let members: Vec<&str> = all[0].entries.iter().map(|e| e.1.as_str()).collect();
+    let members: Vec<String> = all[0].entries.iter().map(|e| e.1.to_string()).collect();
     assert_eq!(members, [format!("{T0}:r0"), format!("{}:o1", T0 + 5)]);
     // One that kept its data gets the unsent only, once taken.
     let unsent = s.take(false, T0 + 10);
     assert_eq!(unsent.len(), 1);
-    assert_eq!(unsent[0].entries, vec![(T0 + 5, format!("{}:o1", T0 + 5))]);
+    assert_eq!(
+        unsent[0].entries,
+        vec![(T0 + 5, Member::new(format!("{}:o1", T0 + 5)))]
+    );
     assert!(s.take(false, T0 + 10).is_empty());
     // A write that failed gives them back.
     s.put_back(unsent);
@@ -134,8 +142,8 @@ fn the_sweep_drops_what_left_every_window() {
         window_ms: HOUR_MS,
         limit: 10,
     }];
-    s.record("ip:1", &hour, T0, format!("{T0}:a"));
-    s.record("ip:2", &windows(10, 10), T0, format!("{T0}:b"));
+    s.record("ip:1", &hour, T0, Member::new(format!("{T0}:a")));
+    s.record("ip:2", &windows(10, 10), T0, Member::new(format!("{T0}:b")));
     assert_eq!(s.sweep(T0 + HOUR_MS - 1), 2);
     // ip:2's day window still counts its admission.
     assert_eq!(s.sweep(T0 + HOUR_MS), 1);
@@ -156,4 +164,16 @@ fn forgetting_an_ident_forgets_its_unsent_admissions() {
     assert!(s
         .admit_local("login:x", &w, "c", T0 + 3, false)
         .is_some_and(|d| d.admitted));
+}
+
+#[test]
+fn a_reservation_s_members_share_their_base_and_are_written_out_whole() {
+    let base: std::sync::Arc<str> = std::sync::Arc::from("1700000000000:i1:7");
+    assert_eq!(Member::new(base.clone()).to_string(), "1700000000000:i1:7");
+    let third = Member::reserved(&base, 3);
+    assert_eq!(third.to_string(), "1700000000000:i1:7:3");
+    assert_ne!(third, Member::reserved(&base, 4));
+    // One base for the reservation, not a string per admission.
+    assert_eq!(std::sync::Arc::strong_count(&base), 2);
+    assert_eq!(std::mem::size_of::<Entry>(), 32);
 }
