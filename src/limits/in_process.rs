@@ -3,15 +3,15 @@
 //! that left their window are dropped by [`LocalCounter::sweep`], run in the background, so the
 //! request path never walks the whole map and memory holds only what a window still counts.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Mutex;
 
-use tollgate_filters::ratelimit::{check_and_count, Decision, Window};
+use tollgate_filters::ratelimit::{check_and_count, Decision, SlidingLog, Window};
 
 /// One log per window length, as in Redis: a changed limit applies to what was counted. Kept
 /// in the order of the windows last checked (a plan has two), so a request finds its logs
 /// without a lookup or an allocation.
-type Logs = Vec<(i64, VecDeque<i64>)>;
+type Logs = Vec<(i64, SlidingLog)>;
 
 #[derive(Default)]
 pub struct LocalCounter {
@@ -38,7 +38,7 @@ impl LocalCounter {
         if !laid_out {
             arrange(logs, windows);
         }
-        let mut refs: Vec<&mut VecDeque<i64>> = logs
+        let mut refs: Vec<&mut SlidingLog> = logs
             .iter_mut()
             .take(windows.len())
             .map(|(_, log)| log)
@@ -56,9 +56,7 @@ impl LocalCounter {
             .map(|w| {
                 map.get(ident)
                     .and_then(|logs| logs.iter().find(|(ms, _)| *ms == w.window_ms))
-                    .map_or(0, |(_, log)| {
-                        log.iter().filter(|&&t| t > now - w.window_ms).count() as u64
-                    })
+                    .map_or(0, |(_, log)| log.count_after(now - w.window_ms))
             })
             .collect()
     }
@@ -77,10 +75,7 @@ impl LocalCounter {
         };
         map.retain(|_, logs| {
             logs.retain_mut(|(window_ms, log)| {
-                let window_ms = *window_ms;
-                while log.front().is_some_and(|&t| t <= now - window_ms) {
-                    log.pop_front();
-                }
+                log.expire(now - *window_ms);
                 !log.is_empty()
             });
             !logs.is_empty()
@@ -96,7 +91,7 @@ fn arrange(logs: &mut Logs, windows: &[Window]) {
     for w in windows {
         let log = match rest.iter().position(|(ms, _)| *ms == w.window_ms) {
             Some(i) => rest.swap_remove(i).1,
-            None => VecDeque::new(),
+            None => SlidingLog::default(),
         };
         logs.push((w.window_ms, log));
     }

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use tollgate_filters::ratelimit::{check_and_count, Decision, Window, DAY_MS, HOUR_MS};
+use tollgate_filters::ratelimit::{check_and_count, Decision, SlidingLog, Window, DAY_MS, HOUR_MS};
 
 use super::*;
 
@@ -31,7 +31,7 @@ fn its_decisions_are_those_of_the_in_process_counter() {
     // Requests every 7 minutes for two days against 5 an hour and 30 a day: both limits bind
     // in turn; one sorted log decides as check_and_count's two logs do.
     let w = windows(5, 30);
-    let (mut hour, mut day) = (VecDeque::new(), VecDeque::new());
+    let (mut hour, mut day) = (SlidingLog::default(), SlidingLog::default());
     let mut log: VecDeque<Entry> = VecDeque::new();
     for i in 0..(2 * 24 * 60 / 7) {
         let now = T0 + i * 7 * 60_000;
