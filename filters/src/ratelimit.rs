@@ -89,14 +89,29 @@ impl Decision {
 }
 
 /// The requests one window counts: their timestamps (ms), oldest first, each millisecond held
-/// once with how many requests it counted. A busy ident costs memory per millisecond it was
-/// busy, not per request: a log of one entry per request held ~8 bytes for every request in
-/// the window (an hour of a key at 30 K requests/s: 860 MB), and grew the gateway's memory
-/// with every request admitted (issue 31).
+/// once with how many requests it counted, in one word: a request alone in its millisecond costs
+/// the 8 bytes a plain log of timestamps did, and a busy ident costs 8 bytes per millisecond it
+/// was busy, not per request (a plain log held an hour of a key at 30 K requests/s in 860 MB,
+/// and grew the gateway's memory with every request admitted: issue 31).
 #[derive(Debug, Clone, Default)]
 pub struct SlidingLog {
-    runs: VecDeque<(i64, u32)>,
+    /// `count << TIME_BITS | ms`.
+    runs: VecDeque<u64>,
     count: u64,
+}
+
+/// Milliseconds since 1970 fit 44 bits until the year 2527; the other 20 count the requests of
+/// one millisecond (a millisecond with more takes a second word).
+const TIME_BITS: u32 = 44;
+const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
+const RUN_MAX: u64 = (1 << (64 - TIME_BITS)) - 1;
+
+fn at(run: u64) -> i64 {
+    (run & TIME_MASK) as i64
+}
+
+fn n(run: u64) -> u64 {
+    run >> TIME_BITS
 }
 
 impl SlidingLog {
@@ -109,22 +124,23 @@ impl SlidingLog {
         self.count == 0
     }
 
-    /// Counts a request at `t`.
+    /// Counts a request at `t` (ms since 1970; a time outside 44 bits is held at the nearest end).
     pub fn push(&mut self, t: i64) {
+        let t = t.clamp(0, TIME_MASK as i64);
         match self.runs.back_mut() {
-            Some((last, n)) if *last == t && *n < u32::MAX => *n += 1,
-            _ => self.runs.push_back((t, 1)),
+            Some(last) if at(*last) == t && n(*last) < RUN_MAX => *last += 1 << TIME_BITS,
+            _ => self.runs.push_back(1 << TIME_BITS | t as u64),
         }
         self.count += 1;
     }
 
     /// Drops every request counted at or before `t` (they left the window).
     pub fn expire(&mut self, t: i64) {
-        while let Some(&(at, n)) = self.runs.front() {
-            if at > t {
+        while let Some(&run) = self.runs.front() {
+            if at(run) > t {
                 break;
             }
-            self.count -= u64::from(n);
+            self.count -= n(run);
             self.runs.pop_front();
         }
     }
@@ -132,10 +148,10 @@ impl SlidingLog {
     /// The `i`-th oldest request's time (from 0).
     pub fn nth(&self, i: u64) -> Option<i64> {
         let mut seen = 0u64;
-        for &(at, n) in &self.runs {
-            seen += u64::from(n);
+        for &run in &self.runs {
+            seen += n(run);
             if i < seen {
-                return Some(at);
+                return Some(at(run));
             }
         }
         None
@@ -146,12 +162,12 @@ impl SlidingLog {
         self.runs
             .iter()
             .rev()
-            .take_while(|(at, _)| *at > t)
-            .map(|(_, n)| u64::from(*n))
+            .take_while(|&&run| at(run) > t)
+            .map(|&run| n(run))
             .sum()
     }
 
-    /// Entries held (a millisecond each): what the log costs in memory.
+    /// Words held (a millisecond each): what the log costs in memory.
     pub fn runs(&self) -> usize {
         self.runs.len()
     }
@@ -296,6 +312,17 @@ mod tests {
         h.expire(1011);
         assert_eq!((h.len(), h.runs()), (0, 0));
         assert!(h.is_empty());
+        // Real times fit; a full millisecond goes on in a second word.
+        let t = 1_764_000_000_000;
+        let mut busy = SlidingLog::default();
+        for _ in 0..=RUN_MAX {
+            busy.push(t);
+        }
+        assert_eq!(
+            (busy.len(), busy.runs(), busy.nth(RUN_MAX)),
+            (RUN_MAX + 1, 2, Some(t))
+        );
+        assert_eq!(busy.count_after(t - 1), RUN_MAX + 1);
     }
 
     #[test]
