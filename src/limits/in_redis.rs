@@ -91,8 +91,7 @@ struct Reservation {
     granted: Instant,
 }
 
-/// Marks an ident as having a reservation request in flight, until dropped (also when the Redis call
-/// is cancelled by its timeout).
+/// An ident's reservation request in flight, until dropped (also on the Redis call's timeout).
 struct ReserveRequest {
     set: Arc<Mutex<HashSet<String>>>,
     ident: String,
@@ -161,8 +160,7 @@ impl RedisCounter {
         self.conn.get().cloned()
     }
 
-    /// One admission from this instance's reservation for the ident, if it has a live one for these
-    /// windows.
+    /// One admission from this instance's live reservation for the ident and these windows.
     pub fn take_reserved(&self, ident: &str, windows: &[Window]) -> Option<Decision> {
         if self.reserve_size == 0 {
             return None;
@@ -331,9 +329,8 @@ impl RedisCounter {
         let base: Arc<str> = base.into();
         if reserved > 0 {
             let reserved_at = now + RESERVE_LIFETIME.as_millis() as i64;
-            // At most `rate_limit_reserve` (validated ≤ 1,000).
-            let reserved = u32::try_from(reserved).unwrap_or(0);
-            let members = (1..=reserved).map(|j| (reserved_at, Member::reserved(&base, j)));
+            // At most `rate_limit_reserve` (validated ≤ 1,000), so `j` fits a u32.
+            let members = (1..=reserved as u32).map(|j| (reserved_at, Member::reserved(&base, j)));
             if let Ok(mut map) = self.reservations.lock() {
                 match map.get_mut(ident).filter(|l| l.windows == windows) {
                     // Two requests reserved at once: keep both sets under the older lifetime
