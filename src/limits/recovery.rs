@@ -184,6 +184,16 @@ fn parse_run_id(info: &str) -> Option<&str> {
         .map(str::trim)
 }
 
+/// A member goes to Redis as its text (`base` or `base:j`), written straight into the command.
+impl redis::ToRedisArgs for Member {
+    fn write_redis_args<W>(&self, out: &mut W)
+    where
+        W: ?Sized + redis::RedisWrite,
+    {
+        out.write_arg_fmt(self);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,15 +203,5 @@ mod tests {
         let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:3f1c2b\r\ntcp_port:6379\r\n";
         assert_eq!(parse_run_id(info), Some("3f1c2b"));
         assert_eq!(parse_run_id("# Server\r\n"), None);
-    }
-}
-
-/// A member goes to Redis as its text (`base` or `base:j`), written straight into the command.
-impl redis::ToRedisArgs for Member {
-    fn write_redis_args<W>(&self, out: &mut W)
-    where
-        W: ?Sized + redis::RedisWrite,
-    {
-        out.write_arg_fmt(self);
     }
 }
