@@ -38,7 +38,7 @@ use crate::tool_servers::live;
 /// The member of a listed tool's `_meta` that says what one call costs, in whole credits.
 pub const PRICE_META: &str = "tollgate/price_credits";
 
-/// `POST /mcp` (`slug` None) and `POST /mcp/{slug}`.
+/// `POST /mcp` (`slug` None) and `POST /mcp/{slug}`. Rare methods' futures are boxed (a future is copied at each call level).
 pub async fn handle(
     shared: &Shared,
     session: &mut Session,
@@ -65,7 +65,7 @@ pub async fn handle(
         Ok(Incoming::Response { id }) => {
             // The agent's answer to a tool server's request relayed during a call.
             let allowed = key.allowed_tools.as_deref();
-            asks::answer(
+            Box::pin(asks::answer(
                 shared,
                 session,
                 ctx,
@@ -74,7 +74,7 @@ pub async fn handle(
                 slug,
                 &raw,
                 id,
-            )
+            ))
             .await;
             return Ok(());
         }
@@ -153,7 +153,7 @@ pub async fn handle(
         }
         other => match own {
             // One service's own methods (resources, prompts, completion, logging) as it answers them.
-            Some(s) => forward(shared, s, other, params, !is_2026).await,
+            Some(s) => Box::pin(forward(shared, s, other, params, !is_2026)).await,
             None => Err(RpcError::new(
                 id.clone(),
                 METHOD_NOT_FOUND,

@@ -169,7 +169,7 @@ impl<'a> Upstream<'a> {
                 (404, _) if attempt == 0 && session.id.is_some() => {
                     // The server forgot our session (restart, expiry): start another once.
                     self.shared.mcp.drop_session(&key);
-                    session = self.initialize(&key).await?;
+                    session = Box::pin(self.initialize(&key)).await?;
                 }
                 // A stateless server that no longer speaks the era (or never answers this
                 // path): find out again, once.
@@ -182,7 +182,7 @@ impl<'a> Upstream<'a> {
                         }) =>
                 {
                     self.shared.mcp.drop_session(&self.key);
-                    (key, session) = self.session().await?;
+                    (key, session) = Box::pin(self.session()).await?;
                 }
                 (200..=299, Some(m)) => return Ok(m),
                 (400..=499, Some(m)) if stateless && m.error().is_some() => return Ok(m),
@@ -347,7 +347,7 @@ impl<'a> Upstream<'a> {
                         // The response to our id ends what we need of the stream; notifications
                         // and the server's requests on the way are relayed or answered.
                         for e in std::mem::take(&mut events) {
-                            let reply = self.on_event(e.data, session).await;
+                            let reply = Box::pin(self.on_event(e.data, session)).await;
                             if let Some(r) = reply.filter(|r| r.id == want_id) {
                                 found = Some(r);
                                 break;

@@ -59,7 +59,7 @@ impl Upstream<'_> {
     pub(super) async fn session(&self) -> Result<(String, UpstreamSession), Failure> {
         let mut found = match self.shared.mcp.session(&self.key) {
             Some(s) => s,
-            None => self.open().await?,
+            None => Box::pin(self.open()).await?,
         };
         let main = self.key.clone();
         if !self.legacy || found.version != era::STATELESS || found.also_2025 == Some(false) {
@@ -69,7 +69,7 @@ impl Upstream<'_> {
         if let Some(s) = self.shared.mcp.session(&key) {
             return Ok((key, s));
         }
-        match self.handshake().await {
+        match Box::pin(self.handshake()).await {
             Ok(Some(s)) if s.id.is_some() => {
                 self.shared.mcp.set_session(&key, s.clone());
                 found.also_2025 = Some(true);
