@@ -326,6 +326,20 @@ mod tests {
     }
 
     #[test]
+    fn a_time_outside_44_bits_is_held_at_the_nearest_end_not_mixed_into_the_count() {
+        let mut h = SlidingLog::default();
+        h.push(-5);
+        h.push(i64::MAX);
+        h.push(i64::MAX);
+        assert_eq!((h.len(), h.runs()), (3, 2));
+        assert_eq!(h.nth(0), Some(0));
+        assert_eq!(h.nth(1), Some(TIME_MASK as i64));
+        assert_eq!(h.count_after(0), 2);
+        h.expire(0);
+        assert_eq!(h.len(), 2);
+    }
+
+    #[test]
     fn plan_windows_and_overrides() {
         let free = PlanLimits {
             per_hour: Some(120),

@@ -38,7 +38,8 @@ use crate::tool_servers::live;
 /// The member of a listed tool's `_meta` that says what one call costs, in whole credits.
 pub const PRICE_META: &str = "tollgate/price_credits";
 
-/// `POST /mcp` (`slug` None) and `POST /mcp/{slug}`. Rare methods' futures are boxed (a future is copied at each call level).
+/// `POST /mcp` (`slug` None) and `POST /mcp/{slug}`. Rare methods' futures are boxed: a future
+/// is copied whole at each call level, and unboxed they made every `tools/call`'s larger.
 pub async fn handle(
     shared: &Shared,
     session: &mut Session,
