@@ -9,7 +9,8 @@
 # the proxy's CPU per call. Prints the medians, each against nginx's. The variants are
 # measurements, never builds to ship: they answer without the part they drop.
 # `ABLATIONS=DIR` takes the diffs from DIR instead: a candidate change measured the same way
-# (an empty DIR: this checkout's build alone, beside nginx and the lean floor).
+# (an empty DIR: this checkout's build alone, beside nginx and the lean floor). `BINS="NAME=PATH
+# ..."` adds builds already made (e.g. `plain=target/release/tollgate` beside `PGO=1`'s).
 # (The patches are against the code they name; one that no longer applies stops the run with
 # git's message: rewrite it against the new code.)
 set -euo pipefail
@@ -45,6 +46,10 @@ for diff in "${ABLATIONS:-benches/ablations}"/*.diff; do
   cp "$root/target/ablate/release/tollgate" "$work/bin-$name"
   git worktree remove --force "$tree"
   names+=("$name") bins+=("$work/bin-$name")
+done
+
+for nb in ${BINS:-}; do
+  names+=("${nb%%=*}") bins+=("$(realpath "${nb#*=}")")
 done
 
 # Each build on its own port (above the ones lib.sh names), its own SQLite file and account,

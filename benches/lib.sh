@@ -9,6 +9,13 @@ TARGET_DIR=${CARGO_TARGET_DIR:-target}
 BENCH=$TARGET_DIR/release/tollgate-bench
 LEAN_FLOOR=$TARGET_DIR/release/examples/lean_floor
 TOLLGATE=$TARGET_DIR/release/tollgate
+# PGO=1: the servers' profile-guided build (`bash benches/pgo.sh` makes it; the fakes and the
+# load generator stay the plain build above).
+if [ "${PGO:-}" = 1 ]; then
+  PGO_HOST=$(rustc -vV | sed -n 's/^host: //p')
+  TOLLGATE=target/pgo/$PGO_HOST/release/tollgate
+  LEAN_FLOOR=target/pgo/$PGO_HOST/release/examples/lean_floor
+fi
 LOADGEN=${LOADGEN:-bench}
 OHA_VERSION=${OHA_VERSION:-1.16.0}
 ADMIN_TOKEN=bench-admin-token-0123456789abcdef
@@ -31,6 +38,13 @@ bench_setup() { # [no-nginx]
   fi
   NGINX=$(command -v nginx || echo /usr/sbin/nginx)
   cargo build --release -p tollgate --bin tollgate --example lean_floor -p tollgate-testkit --bin tollgate-bench 2>&1 | tail -1
+  if [ "${PGO:-}" = 1 ]; then
+    # Brought up to date with the profile pgo.sh merged (a changed source keeps the old counts
+    # where its functions still match).
+    [ -f target/pgo/merged.profdata ] || { echo "PGO=1: run bash benches/pgo.sh first" >&2; exit 1; }
+    CARGO_TARGET_DIR=target/pgo RUSTFLAGS="-Cprofile-use=$PWD/target/pgo/merged.profdata" \
+      cargo build --release --target "$PGO_HOST" -p tollgate --bin tollgate --example lean_floor 2>&1 | tail -1
+  fi
   [ "$LOADGEN" = oha ] && ensure_oha
   work=$(mktemp -d)
   pids=()
