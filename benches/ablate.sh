@@ -104,11 +104,16 @@ names = list(dict.fromkeys(r["name"] for r in rows))
 def of(n, f):
     return [f(r["max"]) for r in rows if r["name"] == n]
 nginx = statistics.median(of("nginx", lambda m: m["rps"]))
-print(f"| {sys.argv[2]} through | max rps @64 conns: median (min–max) | × nginx | proxy CPU µs a request: median | errors |")
-print("|---|---|---|---|---|")
+# Each round's rate against nginx's in the same round: the machine's drift over the run cancels.
+nginx_by_round = {r["round"]: r["max"]["rps"] for r in rows if r["name"] == "nginx"}
+def per_round(n):
+    return [r["max"]["rps"] / nginx_by_round[r["round"]] for r in rows if r["name"] == n and nginx_by_round.get(r["round"])]
+print(f"| {sys.argv[2]} through | max rps @64 conns: median (min–max) | × nginx | × nginx, round by round: median (min–max) | proxy CPU µs a request: median | errors |")
+print("|---|---|---|---|---|---|")
 for n in names:
     rps = of(n, lambda m: m["rps"])
     cpu = of(n, lambda m: m["cpu_us"] / max(m["requests"], 1))
     errors = sum(of(n, lambda m: m["errors"]))
-    print(f"| {n} | {statistics.median(rps):.0f} ({min(rps):.0f}–{max(rps):.0f}) | {statistics.median(rps) / nginx:.2f} | {statistics.median(cpu):.1f} | {errors} |")
+    pr = per_round(n)
+    print(f"| {n} | {statistics.median(rps):.0f} ({min(rps):.0f}–{max(rps):.0f}) | {statistics.median(rps) / nginx:.2f} | {statistics.median(pr):.2f} ({min(pr):.2f}–{max(pr):.2f}) | {statistics.median(cpu):.1f} | {errors} |")
 PY
