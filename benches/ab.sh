@@ -24,9 +24,7 @@ TOLLGATE=$B start_tollgate tg_b "$TG2" "sqlite://$work/b.db" ""
 if [ "${AB_PATH:-chat}" = tools ]; then
   for t in "$TG1|$tg_a_key" "$TG2|$tg_b_key"; do
     IFS='|' read -r addr key <<<"$t"
-    curl -sf "http://$addr/api/v1/mcp/services" -H "Authorization: Bearer $key" \
-      -d "{\"slug\":\"bench-tools\",\"upstream_url\":\"http://$TOOLS/mcp\",\"default_credits\":1}" >/dev/null
-    curl -sf -X POST "http://$addr/api/v1/admin/mcp/services/bench-tools/approve" -H "Authorization: Bearer $ADMIN_TOKEN" >/dev/null
+    register_bench_tools "$addr" "$key"
   done
   call='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bench-tools__echo","arguments":{"text":"hi"}}}'
   shape=(--body "$call") route=/mcp

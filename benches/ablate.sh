@@ -60,9 +60,7 @@ for i in "${!names[@]}"; do
   TOLLGATE=${bins[$i]} start_tollgate "tg$i" "$a" "sqlite://$work/$n.db" ""
   eval "pid[$n]=\$tg${i}_pid key[$n]=\$tg${i}_key"
   addr[$n]=$a
-  curl -sf "http://$a/api/v1/mcp/services" -H "Authorization: Bearer ${key[$n]}" \
-    -d "{\"slug\":\"bench-tools\",\"upstream_url\":\"http://$TOOLS/mcp\",\"default_credits\":1}" >/dev/null
-  curl -sf -X POST "http://$a/api/v1/admin/mcp/services/bench-tools/approve" -H "Authorization: Bearer $ADMIN_TOKEN" >/dev/null
+  register_bench_tools "$a" "${key[$n]}"
 done
 # measure's CPU column reads the pids of these names.
 proxy_pids() {

@@ -43,9 +43,7 @@ run_tollgate() { # path rate → total allocations, ok, errors
   case $path in
     stream) extra+=(--stream) ;;
     tools)
-      curl -sf "http://$TG1/api/v1/mcp/services" -H "Authorization: Bearer $key" \
-        -d "{\"slug\":\"bench-tools\",\"upstream_url\":\"http://$TOOLS/mcp\",\"default_credits\":1}" >/dev/null
-      curl -sf -X POST "http://$TG1/api/v1/admin/mcp/services/bench-tools/approve" -H "Authorization: Bearer $ADMIN_TOKEN" >/dev/null
+      register_bench_tools "$TG1" "$key"
       url="http://$TG1/mcp"
       extra=(--body '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bench-tools__echo","arguments":{"text":"hi"}}}') ;;
   esac

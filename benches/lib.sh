@@ -212,6 +212,14 @@ TOML
   eval "${name}_key=$key"
 }
 
+# The bench account at ADDR registers the fake tool server as `bench-tools`, 1 credit a call,
+# and the admin approves it: what every tools/call bench measures through.
+register_bench_tools() { # addr key
+  curl -sf "http://$1/api/v1/mcp/services" -H "Authorization: Bearer $2" \
+    -d "{\"slug\":\"bench-tools\",\"upstream_url\":\"http://$TOOLS/mcp\",\"default_credits\":1}" >/dev/null
+  curl -sf -X POST "http://$1/api/v1/admin/mcp/services/bench-tools/approve" -H "Authorization: Bearer $ADMIN_TOKEN" >/dev/null
+}
+
 # The processes that are the proxy under test: nginx's workers (its master serves no request),
 # Tollgate's one process (its threads are counted in it); none for direct.
 proxy_pids() { # target name

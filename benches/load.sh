@@ -74,10 +74,7 @@ for t in "${targets[@]}"; do
 done
 
 # MCP tools/call: the bench account registers the fake tool server at 1 credit a call.
-ADMIN="Authorization: Bearer $ADMIN_TOKEN"
-curl -sf "http://$TG1/api/v1/mcp/services" -H "Authorization: Bearer $tg_sqlite_key" \
-  -d "{\"slug\":\"bench-tools\",\"upstream_url\":\"http://$TOOLS/mcp\",\"default_credits\":1}" >/dev/null
-curl -sf -X POST "http://$TG1/api/v1/admin/mcp/services/bench-tools/approve" -H "$ADMIN" >/dev/null
+register_bench_tools "$TG1" "$tg_sqlite_key"
 tools="$work/tools.jsonl"
 for t in "direct|http://$TOOLS/mcp|echo|" "nginx|http://$NGX_TOOLS/mcp|echo|" "pingora-tools|http://$PGR_TOOLS/mcp|echo|" "lean-tools|http://$LEAN_TOOLS/mcp|echo|" "tollgate-sqlite|http://$TG1/mcp|bench-tools__echo|$tg_sqlite_key"; do
   IFS='|' read -r name url tool key <<<"$t"

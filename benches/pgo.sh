@@ -63,9 +63,7 @@ call='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bench-tool
 for t in "${targets[@]}"; do
   IFS='|' read -r addr key <<<"$t"
   auth=(--header "Authorization: Bearer $key")
-  curl -sf "http://$addr/api/v1/mcp/services" "${auth[@]/--header/-H}" \
-    -d "{\"slug\":\"bench-tools\",\"upstream_url\":\"http://$TOOLS/mcp\",\"default_credits\":1}" >/dev/null
-  curl -sf -X POST "http://$addr/api/v1/admin/mcp/services/bench-tools/approve" -H "Authorization: Bearer $ADMIN_TOKEN" >/dev/null
+  register_bench_tools "$addr" "$key"
   echo "pgo: training on $addr ..." >&2
   train "http://$addr/mcp" --body "$call" "${auth[@]}"
   train "http://$addr/v1/chat/completions" --model bench "${auth[@]}"

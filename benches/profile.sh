@@ -21,9 +21,7 @@ tg=$tg_sqlite_pid key=$tg_sqlite_key TG=$TG1
 url=http://$TG/v1/chat/completions shape=(--model bench)
 if [ "${PROFILE_PATH:-chat}" = tools ]; then
   # The fake tool server at 1 credit a call, as in load.sh.
-  curl -sf "http://$TG/api/v1/mcp/services" -H "Authorization: Bearer $key" \
-    -d "{\"slug\":\"bench-tools\",\"upstream_url\":\"http://$TOOLS/mcp\",\"default_credits\":1}" >/dev/null
-  curl -sf -X POST "http://$TG/api/v1/admin/mcp/services/bench-tools/approve" -H "Authorization: Bearer $ADMIN_TOKEN" >/dev/null
+  register_bench_tools "$TG" "$key"
   url=http://$TG/mcp
   shape=(--body '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bench-tools__echo","arguments":{"text":"hi"}}}')
 fi
