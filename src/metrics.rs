@@ -17,6 +17,8 @@ pub struct Metrics {
     pub credit_holds: IntCounterVec,
     pub ratelimit_leased: IntCounterVec,
     pub usage_over_hold: IntCounterVec,
+    /// µcr a settlement could not charge because the balance ran out before the usage did.
+    pub credits_uncharged: IntCounterVec,
     /// Tool calls by service and outcome (`ok`, `refused`, `upstream_error`, `tool_error`, …).
     pub mcp_calls: IntCounterVec,
     pub mcp_call_latency: HistogramVec,
@@ -118,7 +120,15 @@ impl Metrics {
         let usage_over_hold = IntCounterVec::new(
             Opts::new(
                 "tollgate_usage_over_hold_total",
-                "Requests whose reported usage cost more than their credit hold (charged the hold), by model",
+                "Requests whose reported usage cost more than their credit hold (the rest charged from the balance), by model",
+            ),
+            &["model"],
+        )
+        .expect("static metric definition");
+        let credits_uncharged = IntCounterVec::new(
+            Opts::new(
+                "tollgate_credits_uncharged_micros_total",
+                "Micro-credits of served usage that could not be charged because the balance ran out, by model",
             ),
             &["model"],
         )
@@ -198,6 +208,7 @@ impl Metrics {
             &mcp_calls,
             &mcp_events,
             &usage_over_hold,
+            &credits_uncharged,
             &ratelimit_leased,
             &credit_holds,
             &requests,
@@ -230,6 +241,7 @@ impl Metrics {
             credit_holds,
             ratelimit_leased,
             usage_over_hold,
+            credits_uncharged,
             mcp_calls,
             mcp_call_latency,
             mcp_events,

@@ -208,6 +208,92 @@ async fn embeddings_are_charged_exactly_and_fail_over_only_within_the_models_poo
     assert!(ok.iter().all(|id| served.iter().any(|(r, _)| r == id)));
 }
 
+/// The sum of a counter's samples in the gateway's `/metrics`.
+async fn counter(gw: &Gateway, name: &str) -> f64 {
+    let text = get(gw.metrics_addr, "/metrics").await.text();
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn inputs_that_count_above_one_token_per_3_bytes_are_charged_exactly_what_the_provider_reports(
+) {
+    let s = setup().await;
+    let gw = &s.gw;
+    let initial = books::read(&gw.config_db(), &gw.user_id).await.money;
+    let base64_like = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVowMTIzNDU2Nzg5";
+    // (input, the provider's count): each above one token per 3 bytes, the last far above any
+    // tokenizer's count (charged from the balance past the hold).
+    let cases = [
+        ("日本語のテキストは一バイトあたりのトークンが多い", 40u64),
+        ("314159265358979323846264338", 12),
+        (base64_like, 30),
+        ("x", 500),
+    ];
+    let mut ok = Vec::new();
+    let mut tokens = 0i64;
+    for (input, reported) in cases {
+        assert!(reported > (input.len() as u64).div_ceil(3), "{input}");
+        s.a.set_mode(Mode::Usage(reported, 0));
+        s.b.set_mode(Mode::Usage(reported, 0));
+        let before = gw.balance(&gw.key).await;
+        let r = embed(gw, Some(&gw.key), &json!({"model": "emb", "input": input})).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let v = r.json();
+        let want = reported as i64 * RATE;
+        assert_eq!(v["usage"]["prompt_tokens"], reported);
+        assert_eq!(micros(&v["usage"]["cost"]), want, "{input}: {v}");
+        assert_eq!(
+            micros(&v["usage"]["cost_details"]["input"]),
+            want,
+            "{input}"
+        );
+        let header = r
+            .header("x-credits-charged")
+            .unwrap()
+            .parse::<f64>()
+            .unwrap();
+        assert_eq!(micros(&json!(header)), want, "{input}");
+        assert_eq!(
+            before - gw.balance(&gw.key).await,
+            want,
+            "{input}: the balance's fall"
+        );
+        tokens += reported as i64;
+        ok.push(r.header("x-request-id").unwrap().to_owned());
+    }
+    let books_now = books::settled(&gw.config_db(), &gw.user_id).await;
+    assert_eq!(initial - books_now.money, tokens * RATE);
+    books::check(&gw.config_db(), &gw.user_id, initial, &ok).await;
+    assert!(counter(gw, "tollgate_usage_over_hold_total").await >= 1.0);
+    assert_eq!(
+        counter(gw, "tollgate_credits_uncharged_micros_total").await,
+        0.0
+    );
+
+    // A balance that runs out before the usage does: charged all it has, the rest counted and
+    // logged with the request, never below zero.
+    let (poor, poor_key) = gw.signup(&unique_email()).await;
+    let start = books::read(&gw.config_db(), &poor).await.money;
+    gw.admin_credits(&poor, -(start as f64) / 1e6 + 0.05).await;
+    s.a.set_mode(Mode::Usage(900, 0));
+    s.b.set_mode(Mode::Usage(900, 0));
+    let r = embed(gw, Some(&poor_key), &json!({"model": "emb", "input": "x"})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let id = r.header("x-request-id").unwrap().to_owned();
+    assert_eq!(
+        micros(&r.json()["usage"]["cost"]),
+        50_000,
+        "all the balance had"
+    );
+    assert_eq!(gw.balance(&poor_key).await, 0);
+    let uncharged = counter(gw, "tollgate_credits_uncharged_micros_total").await;
+    assert_eq!(uncharged, (900 * RATE - 50_000) as f64);
+    assert!(gw.log().contains(&id), "the log names the request");
+}
+
 #[tokio::test]
 async fn bad_embeddings_requests_are_refused_and_nothing_is_charged() {
     let s = setup().await;

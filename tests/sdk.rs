@@ -15,14 +15,23 @@ fn python() -> Option<String> {
 /// Runs `tests/sdk/<script>` with `py` against the gateway's `/v1` and its key; asserts it
 /// ended with `sdk: all passed` and returns its standard output.
 async fn run_script(py: String, script: &str, gw: &Gateway) -> String {
+    run_script_with(py, script, gw, &[]).await
+}
+
+async fn run_script_with(py: String, script: &str, gw: &Gateway, env: &[(&str, &str)]) -> String {
     let script = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
     let base = format!("http://{}/v1", gw.addr);
     let key = gw.key.clone();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let out = tokio::task::spawn_blocking(move || {
         Command::new(py)
             .arg(script)
             .env("TOLLGATE_BASE_URL", base)
             .env("TOLLGATE_API_KEY", key)
+            .envs(env)
             .output()
     })
     .await
@@ -68,7 +77,7 @@ async fn the_official_openai_python_sdk_creates_embeddings_and_is_charged_exactl
     );
     let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let initial = books::read(&gw.config_db(), &gw.user_id).await.money;
-    let stdout = run_script(py, "openai_embeddings.py", &gw).await;
+    let stdout = run_script(py.clone(), "openai_embeddings.py", &gw).await;
     let tokens: i64 = stdout
         .lines()
         .find_map(|l| l.strip_prefix("TOTAL_TOKENS="))
@@ -78,6 +87,14 @@ async fn the_official_openai_python_sdk_creates_embeddings_and_is_charged_exactl
     // per 1K (10,000 µcr a token).
     let b = books::settled(&gw.config_db(), &gw.user_id).await;
     assert_eq!(initial - b.money, tokens * 10_000, "{stdout}");
+
+    // Inputs that count above the estimate of one token per 3 bytes: the SDK sees the exact
+    // charge in usage.cost, cost_details and the header, and the balance falls by it.
+    fake.set_mode(tollgate_testkit::openai::Mode::Usage(40, 0));
+    let env = [("REPORTED", "40"), ("RATE", "10")];
+    run_script_with(py, "openai_embeddings_cost.py", &gw, &env).await;
+    let b = books::settled(&gw.config_db(), &gw.user_id).await;
+    assert_eq!(initial - b.money, (tokens + 3 * 40) * 10_000);
 }
 
 #[tokio::test]

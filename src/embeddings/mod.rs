@@ -1,9 +1,9 @@
 //! `POST /v1/embeddings`: the OpenAI embeddings request in front of the embedding models
 //! (`[[models]] kind = "embedding"`), metered like chat: the caller authenticated and admitted
 //! by the route table → read and check the body → the model (an embedding model, named: a tier
-//! picks chat models) → a hold for the estimated prompt tokens at the input rate → the model's
-//! endpoints in turn → settle, once, at the provider's `prompt_tokens` (the tokenizer's count
-//! when it sent none) → answer.
+//! picks chat models) → a hold for the most tokens the input can count at the input rate → the
+//! model's endpoints in turn → settle, once, at the provider's `prompt_tokens` (the tokenizer's
+//! count when it sent none) → answer.
 //!
 //! Failover stays within the model's own endpoint pool (DESIGN.md, Rules: Front doors): vectors
 //! of two models are not comparable, so a request never falls over to another model.
@@ -109,7 +109,8 @@ async fn pipeline(
         let meter = shared.meter()?;
         let who = (ctx.request_id.as_str(), &*key.account_id, &*key.key_id);
         let budget_cap = key.limits.budget;
-        match prompt_only::hold(&meter, who, req.estimated_tokens, model, budget_cap).await? {
+        let prompt = (req.estimated_tokens, req.bound_tokens);
+        match prompt_only::hold(&meter, who, prompt, model, budget_cap).await? {
             Hold::Placed {
                 hold,
                 budget,

@@ -202,9 +202,9 @@ impl Charge {
             (Some(n), Some(l)) => Some(format!("{n}; {}", l.note())),
         };
         served.hold_note = note.as_deref();
-        // What the settlement charges (the cost, at most the hold) when it cannot say: it is
-        // owed and retried until written.
-        let owed = served.cost().min(self.hold.held);
+        // What the settlement charges when it cannot say: the cost, owed and retried until
+        // written.
+        let owed = served.cost();
         let account = served.legs.map(|_| self.hold.account_id.clone());
         let written = settle(meter, self.hold, &served).await;
         if let (Some(legs), Some(account)) = (served.legs, account) {

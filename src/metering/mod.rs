@@ -189,6 +189,8 @@ pub(super) async fn place(
         return Ok(placed(l.held, Some(l.lease_id), l.balance, "lease"));
     }
     let expires = crate::clock::now_ms() + meter.hold_ttl.as_millis() as i64;
+    // Not sent at all while the ledger is known down: nothing to cancel then.
+    crate::ledger::breaker::check()?;
     let held = meter
         .ledger
         .hold(request_id, account_id, size, expires)
@@ -265,21 +267,19 @@ pub struct Written {
 }
 
 /// Settles a hold: the actual cost of the model used (nothing when no model produced output),
-/// one usage row. `None` when the ledger failed: the settlement then waits in [`unsettled`]
-/// and is retried until it commits.
+/// one usage row. A cost above the hold (a prompt above its estimate) is charged from the
+/// balance as far as it goes; what it could not pay is counted, never dropped silently.
+/// `None` when the ledger failed: the settlement then waits in [`unsettled`] and is retried
+/// until it commits.
 pub async fn settle(meter: &Meter<'_>, hold: PlacedHold, served: &Served<'_>) -> Option<Written> {
-    let mut cost = served.cost();
+    let cost = served.cost();
+    let model = served.model_used.unwrap_or_default();
     if cost > hold.held {
-        // The hold bounds what a request may cost: a usage above it (a prompt far above its
-        // estimate, or an upstream's absurd counts) is charged the hold, and told.
-        let model = served.model_used.unwrap_or_default();
         meter
             .metrics
             .usage_over_hold
             .with_label_values(&[model])
             .inc();
-        tracing::warn!(request_id = %served.request_id, model, cost, held = hold.held, "usage cost more than the credit hold; charged the hold");
-        cost = hold.held;
     }
     // No model reads or writes four billion tokens in one request; a count above that (only a
     // hostile upstream sends one) is stored as that, so that usage sums cannot overflow.
@@ -305,7 +305,29 @@ pub async fn settle(meter: &Meter<'_>, hold: PlacedHold, served: &Served<'_>) ->
         hold_note: served.hold_note.map(str::to_owned),
         tool: None,
     };
-    write(meter, hold, s).await
+    let written = write(meter, hold, s).await;
+    if let Some(w) = written.filter(|w| w.charged < cost) {
+        uncharged(meter, served.request_id, model, cost, w.charged);
+    }
+    written
+}
+
+/// Served usage the balance could not pay: counted and logged with its request.
+fn uncharged(meter: &Meter<'_>, request_id: &str, model: &str, cost: i64, charged: i64) {
+    let short = cost - charged;
+    meter
+        .metrics
+        .credits_uncharged
+        .with_label_values(&[model])
+        .inc_by(u64::try_from(short).unwrap_or(0));
+    tracing::warn!(
+        request_id,
+        model,
+        cost,
+        charged,
+        uncharged = short,
+        "the balance could not pay all of a request's usage; the rest is uncharged"
+    );
 }
 
 /// Writes a settlement: into the hold's lease (its usage row goes with the next round), or to

@@ -22,9 +22,12 @@ const MAX_MODEL_BYTES: usize = 256;
 #[derive(Debug, Clone)]
 pub struct EmbeddingsRequest<'a> {
     pub model: Cow<'a, str>,
-    /// The prompt tokens the hold is sized for: exact for token arrays, an upper-leaning
-    /// estimate for text (one token per 3 bytes, as for chat).
+    /// The prompt tokens a provider most likely reports: exact for token arrays, an estimate
+    /// for text (one token per 3 bytes, as for chat); the least a hold must cover.
     pub estimated_tokens: u64,
+    /// The most prompt tokens any provider can report ([`token_bound`]): what the hold asks
+    /// for, so that the provider's count is charged in full.
+    pub bound_tokens: u64,
     /// The texts, for counting when the provider reports no usage (token arrays count as
     /// themselves: `token_inputs`).
     pub texts: Vec<Cow<'a, str>>,
@@ -137,12 +140,26 @@ pub fn parse_embeddings_request(body: &[u8]) -> Result<EmbeddingsRequest<'_>, Ga
     Ok(EmbeddingsRequest {
         model,
         estimated_tokens: text_bytes.div_ceil(3).saturating_add(token_inputs),
+        bound_tokens: token_bound(text_bytes, texts.len() as u64, token_inputs),
         texts,
         token_inputs,
         members,
         raw: body,
     })
 }
+
+/// The most tokens a provider can count for `texts` texts of `text_bytes` bytes in all and
+/// `token_inputs` given token ids: a byte-level tokenizer (BPE as OpenAI's, SentencePiece with
+/// byte fallback) never makes a text token shorter than one byte, and a provider may add
+/// [`SPECIAL_TOKENS_PER_INPUT`] markers (begin, end) to each text.
+pub fn token_bound(text_bytes: u64, texts: u64, token_inputs: u64) -> u64 {
+    text_bytes
+        .saturating_add(texts.saturating_mul(SPECIAL_TOKENS_PER_INPUT))
+        .saturating_add(token_inputs)
+}
+
+/// Markers a provider's tokenizer may add to each input text.
+pub const SPECIAL_TOKENS_PER_INPUT: u64 = 2;
 
 /// The body for the provider: the client's bytes, naming the upstream model.
 pub fn upstream_body(req: &EmbeddingsRequest<'_>, upstream_model: &str) -> Vec<u8> {
@@ -234,6 +251,7 @@ mod tests {
                 (est, texts, toks),
                 "{body}"
             );
+            assert!(r.bound_tokens >= r.estimated_tokens, "{body}");
             // The body reaches the provider as sent, but for the upstream model's name.
             let up: Value = serde_json::from_slice(&upstream_body(&r, "up-e")).unwrap();
             let mut want = body.clone();
@@ -245,6 +263,29 @@ mod tests {
             parse_embeddings_request(b.as_bytes()).unwrap().texts[0],
             "café"
         );
+    }
+
+    #[test]
+    fn the_bound_covers_what_a_byte_level_tokenizer_counts_where_the_estimate_falls_short() {
+        let base64_like = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVowMTIzNDU2Nzg5K/8=".repeat(3);
+        let texts = [
+            "日本語のテキストは一バイトあたりのトークンが多い",
+            "3.14159265358979323846264338327950288419716939937510",
+            "fooBarBaz_qux42::Zed<T>::frob_9x(a1,b2)->c3",
+            base64_like.as_str(),
+            "\u{1F600}\u{1F680}🦀🦀🦀 ✓ ∑ ∫",
+        ];
+        let mut above_estimate = 0;
+        for t in texts {
+            let counted = crate::tokens::count_text(t);
+            let bytes = t.len() as u64;
+            assert!(counted <= token_bound(bytes, 1, 0), "{t}: {counted} tokens");
+            if counted > bytes.div_ceil(3) {
+                above_estimate += 1;
+            }
+        }
+        // The inputs of the issue: the one-per-3-bytes estimate is below the real count.
+        assert!(above_estimate >= 3, "{above_estimate}");
     }
 
     #[test]

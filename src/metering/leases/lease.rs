@@ -137,6 +137,19 @@ impl Lease {
         true
     }
 
+    /// Whether the hold of `held` and the lease's unheld rest can pay `cost`.
+    pub fn covers(&self, held: i64, cost: i64) -> bool {
+        cost <= self.available.saturating_add(held)
+    }
+
+    /// Ends a hold of `held` without a charge here (its settlement goes to the database): the
+    /// held money is the lease's again.
+    pub fn drop_hold(&mut self, held: i64, now: Instant) {
+        self.available += held;
+        self.inflight = self.inflight.saturating_sub(1);
+        self.last_used = now;
+    }
+
     /// Settles a hold of `held`: as in the database, the charge never exceeds what the hold
     /// and the unheld rest can pay. Queues the usage row; returns `(charged, balance)`.
     pub fn settle(&mut self, held: i64, mut s: Settlement, now: Instant) -> (i64, i64) {

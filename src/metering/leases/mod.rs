@@ -148,6 +148,9 @@ impl Leases {
             }
             e.lock.clone()
         };
+        // Past here the lease needs the ledger: while it is known down, fail now rather than
+        // queue behind the round lock for a round that cannot commit.
+        crate::ledger::breaker::check()?;
         let _round = lock.lock().await;
         let target = wanted.max(MIN_HOLD_FOR_SIZING).saturating_mul(self.factor);
         let has_lease = {
@@ -241,6 +244,8 @@ impl Leases {
             choices: 1,
         };
         let valid_until = Instant::now() + self.ttl;
+        // Not sent at all while the ledger is known down: nothing to cancel then.
+        crate::ledger::breaker::check()?;
         let got = match ledger.hold(&id, account, &size, self.expires_at()).await {
             Ok(got) => got,
             Err(e) => {
@@ -303,8 +308,9 @@ impl Leases {
     }
 
     /// Settles a hold placed against a lease, in memory: returns `(charged, balance)`, or gives
-    /// the settlement back when that lease is gone (lost to the reaper), to be settled in the
-    /// database directly.
+    /// the settlement back, to be settled in the database directly, when that lease is gone
+    /// (lost to the reaper) or cannot pay the whole cost (a usage above the hold: the balance
+    /// outside the lease pays it, as far as it goes).
     pub fn settle(
         &self,
         lease_id: &Arc<str>,
@@ -319,6 +325,10 @@ impl Leases {
         else {
             return Err(Box::new(s));
         };
+        if !l.covers(held, s.cost) {
+            l.drop_hold(held, Instant::now());
+            return Err(Box::new(s));
+        }
         let done = l.settle(held, s, Instant::now());
         if l.pending.len() >= BATCH_WAKE {
             self.wake.notify_one();
