@@ -64,13 +64,18 @@ async fn the_google_genai_sdk_generates_streams_counts_and_calls_functions() {
     );
 }
 
-/// Runs `gemini -p PROMPT -m MODEL` against the gateway; returns its output.
-async fn gemini(bin: &str, gw: &Gateway, model: &str, prompt: &str) -> String {
+/// Runs `gemini -p PROMPT -m MODEL` against the gateway; returns its output and the costs it
+/// read in the replies (its local telemetry logs each reply's `usageMetadata` as it parsed it).
+async fn gemini(bin: &str, gw: &Gateway, model: &str, prompt: &str) -> (String, Vec<i64>) {
     let (bin, home, work) = (bin.to_owned(), temp_dir(), temp_dir());
     std::fs::create_dir_all(home.join(".gemini")).unwrap();
+    let telemetry = home.join("telemetry.log");
     std::fs::write(
         home.join(".gemini/settings.json"),
-        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"telemetry":{"enabled":false},"general":{"disableAutoUpdate":true}}"#,
+        format!(
+            r#"{{"security":{{"auth":{{"selectedType":"gemini-api-key"}}}},"privacy":{{"usageStatisticsEnabled":false}},"telemetry":{{"enabled":true,"target":"local","outfile":"{}","logPrompts":true}},"general":{{"disableAutoUpdate":true}}}}"#,
+            telemetry.display()
+        ),
     )
     .unwrap();
     let (base, key, model, prompt) = (
@@ -100,7 +105,25 @@ async fn gemini(bin: &str, gw: &Gateway, model: &str, prompt: &str) -> String {
         String::from_utf8_lossy(&out.stderr),
         gw.log()
     );
-    stdout
+    let logged = std::fs::read_to_string(&telemetry).unwrap_or_default();
+    (stdout, costs_in(&logged))
+}
+
+/// The `usageMetadata.cost` values (µcr) in the CLI's telemetry, where each reply is logged
+/// as JSON text inside a string (`\"cost\":0.0123`).
+fn costs_in(logged: &str) -> Vec<i64> {
+    logged
+        .split("\\\"cost\\\":")
+        .skip(1)
+        .filter_map(|rest| {
+            let n: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            n.parse::<f64>().ok()
+        })
+        .map(|c| (c * 1e6).round() as i64)
+        .collect()
 }
 
 #[tokio::test]
@@ -115,10 +138,11 @@ async fn the_gemini_cli_answers_through_both_provider_kinds() {
     let gw = Gateway::start(tollgate_bin!(), &config(&o, &a)).await;
     let initial = books::read(&gw.config_db(), &gw.user_id).await.money;
 
-    let out = gemini(&bin, &gw, "gpt-x", "Say hello").await;
+    let (out, mut read) = gemini(&bin, &gw, "gpt-x", "Say hello").await;
     assert!(out.contains(o.reply_text().trim()), "{out}");
-    let out = gemini(&bin, &gw, "claude-x", "Say hello").await;
+    let (out, more) = gemini(&bin, &gw, "claude-x", "Say hello").await;
     assert!(out.contains(a.reply_text().trim()), "{out}");
+    read.extend(more);
     let sent = a.requests().pop().unwrap().json();
     assert!(
         sent["system"]
@@ -134,4 +158,17 @@ async fn the_gemini_cli_answers_through_both_provider_kinds() {
     assert_eq!(initial - b.money, charged);
     assert!(b.rows.iter().all(|(_, c)| *c > 0));
     assert_eq!(b.rows.len(), o.chat_count() + a.requests().len());
+    // The CLI parsed each reply with its cost: every cost it read is a request's charge, and
+    // every request's charge was read.
+    assert!(!read.is_empty(), "the CLI's telemetry logged no cost");
+    assert!(
+        read.iter().all(|c| b.rows.iter().any(|(_, r)| r == c)),
+        "costs read {read:?}, charged {:?}",
+        b.rows
+    );
+    assert!(
+        b.rows.iter().all(|(_, r)| read.contains(r)),
+        "{read:?} {:?}",
+        b.rows
+    );
 }

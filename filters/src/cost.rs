@@ -31,9 +31,18 @@ impl Cost {
     /// `"cost":…,"cost_details":{…}`: the members a usage object gets, credits as JSON numbers
     /// written in decimal (no float noise).
     pub fn members(&self) -> String {
+        self.members_in(Spelling::Snake)
+    }
+
+    /// The members in the wire's spelling.
+    pub fn members_in(&self, spelling: Spelling) -> String {
         let p = &self.parts;
+        let [details, read, write] = match spelling {
+            Spelling::Snake => ["cost_details", "cache_read", "cache_write"],
+            Spelling::Camel => ["costDetails", "cacheRead", "cacheWrite"],
+        };
         format!(
-            r#""cost":{},"cost_details":{{"input":{},"output":{},"cache_read":{},"cache_write":{}}}"#,
+            r#""cost":{},"{details}":{{"input":{},"output":{},"{read}":{},"{write}":{}}}"#,
             micros_text(self.charged),
             milli_micros_text(p.input),
             milli_micros_text(p.output),
@@ -45,21 +54,36 @@ impl Cost {
     /// Adds the members to `usage`, a usage object in a tree (an event being built); anything
     /// else is left alone.
     pub fn add_to(&self, usage: &mut Value) {
+        self.add_to_in(usage, Spelling::Snake)
+    }
+
+    /// [`Cost::add_to`] in the wire's spelling.
+    pub fn add_to_in(&self, usage: &mut Value, spelling: Spelling) {
         let Some(u) = usage.as_object_mut() else {
             return;
         };
         // The members are JSON written here: they parse.
-        if let Ok(Value::Object(m)) = serde_json::from_str(&format!("{{{}}}", self.members())) {
+        let members = format!("{{{}}}", self.members_in(spelling));
+        if let Ok(Value::Object(m)) = serde_json::from_str(&members) {
             u.extend(m);
         }
     }
+}
+
+/// How a wire spells its members: OpenAI's and Anthropic's `snake_case`, Gemini's
+/// `camelCase` (its `usageMetadata.costDetails.cacheRead`; Google's SDKs drop members their
+/// model does not know, so the cost is read from the raw reply or its header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spelling {
+    Snake,
+    Camel,
 }
 
 /// `raw`, a JSON object (a whole reply), with `cost`'s members added at the end of its
 /// top-level object member `member` (`usage`; Gemini's `usageMetadata`), the rest copied byte
 /// for byte: one scan of the top level and one copy, no tree. `None` when the reply has no such
 /// object (it is then sent as it was).
-pub fn add_to_usage(raw: &[u8], member: &str, cost: &Cost) -> Option<Vec<u8>> {
+pub fn add_to_usage(raw: &[u8], member: &str, cost: &Cost, spelling: Spelling) -> Option<Vec<u8>> {
     let Members(members) = serde_json::from_slice::<Members<'_>>(raw).ok()?;
     let usage = members
         .iter()
@@ -73,7 +97,7 @@ pub fn add_to_usage(raw: &[u8], member: &str, cost: &Cost) -> Option<Vec<u8>> {
     if !inner.is_empty() {
         text.push(',');
     }
-    text.push_str(&cost.members());
+    text.push_str(&cost.members_in(spelling));
     text.push('}');
     let mut out = Vec::with_capacity(raw.len() + 160);
     splice_members(raw, &members, &[(member, text.as_bytes())], &mut out);
@@ -154,7 +178,8 @@ mod tests {
     fn the_cost_goes_into_the_usage_object_and_nothing_else_changes() {
         let c = sample();
         let raw = br#"{"id":"x", "usage" : {"prompt_tokens":20,"prompt_tokens_details":{"cached_tokens":7}} ,"z":[1]}"#;
-        let out = String::from_utf8(add_to_usage(raw, "usage", &c).unwrap()).unwrap();
+        let out =
+            String::from_utf8(add_to_usage(raw, "usage", &c, Spelling::Snake).unwrap()).unwrap();
         assert_eq!(
             out,
             format!(
@@ -163,18 +188,25 @@ mod tests {
             )
         );
         // An empty usage object gets no leading comma; a reply without one is left alone.
-        let out = add_to_usage(br#"{"usage":{ }}"#, "usage", &c).unwrap();
+        let out = add_to_usage(br#"{"usage":{ }}"#, "usage", &c, Spelling::Snake).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["usage"]["cost"], 0.1761);
-        assert!(add_to_usage(br#"{"usage":null}"#, "usage", &c).is_none());
-        assert!(add_to_usage(br#"{"data":[]}"#, "usage", &c).is_none());
-        assert!(add_to_usage(b"not json", "usage", &c).is_none());
+        assert!(add_to_usage(br#"{"usage":null}"#, "usage", &c, Spelling::Snake).is_none());
+        assert!(add_to_usage(br#"{"data":[]}"#, "usage", &c, Spelling::Snake).is_none());
+        assert!(add_to_usage(b"not json", "usage", &c, Spelling::Snake).is_none());
         // A nested `usage` is not the reply's.
-        assert!(add_to_usage(br#"{"x":{"usage":{}}}"#, "usage", &c).is_none());
+        assert!(add_to_usage(br#"{"x":{"usage":{}}}"#, "usage", &c, Spelling::Snake).is_none());
         // Into a tree.
         let mut u = serde_json::json!({"output_tokens": 9});
         c.add_to(&mut u);
         assert_eq!(u["cost"], 0.1761);
         assert_eq!(u["output_tokens"], 9);
+        // Gemini's spelling.
+        let raw = br#"{"candidates":[],"usageMetadata":{"promptTokenCount":20}}"#;
+        let out = add_to_usage(raw, "usageMetadata", &c, Spelling::Camel).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["usageMetadata"]["cost"], 0.1761);
+        assert_eq!(v["usageMetadata"]["costDetails"]["cacheRead"], 0.0021);
+        assert_eq!(v["usageMetadata"]["promptTokenCount"], 20);
     }
 }

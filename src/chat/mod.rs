@@ -22,7 +22,7 @@ pub mod translate;
 
 use crate::request::Session;
 use tollgate_filters::anthropic::request::{check_translatable, parse_messages_request};
-use tollgate_filters::cost::{add_to_usage, Cost};
+use tollgate_filters::cost::{add_to_usage, Cost, Spelling};
 use tollgate_filters::credits::format_credits;
 use tollgate_filters::openai::request::{parse_chat_request, ChatRequest};
 use tollgate_filters::resume::request::{header_value, take_extension};
@@ -78,11 +78,11 @@ pub async fn settle_and_answer(
         forward::Reply::Json(mut body) => {
             if let Some(c) = &cost {
                 ctx.set_header("X-Credits-Charged", format_credits(c.charged));
-                // Gemini's `usageMetadata` is validated by Google's SDKs against their own
-                // model: no cost there.
-                if ctx.wire != Wire::Gemini {
-                    body = add_to_usage(&body, "usage", c).unwrap_or(body);
-                }
+                let (member, spelling) = match ctx.wire {
+                    Wire::Gemini => ("usageMetadata", Spelling::Camel),
+                    _ => ("usage", Spelling::Snake),
+                };
+                body = add_to_usage(&body, member, c, spelling).unwrap_or(body);
             }
             respond::send(session, ctx, 200, "application/json", body, &[]).await;
         }
@@ -279,6 +279,15 @@ pub async fn serve(
         (None, Some(ProviderKind::Anthropic)) => check_translatable(req)?,
         (Some(original), Some(ProviderKind::OpenAi)) => original.check_openai_translatable()?,
         _ => {}
+    }
+    if let Some(r) = front.responses {
+        let native = rt
+            .pools
+            .get(&first.provider)
+            .map(|p| p.provider.responses_api);
+        if native == Some(false) {
+            r.request.check_bridgeable(&first.id)?;
+        }
     }
     if let Caller::Key(key) = caller {
         hold(shared, ctx, key, catalog.model(candidates[0]), req).await?;

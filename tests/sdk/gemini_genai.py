@@ -65,5 +65,54 @@ except errors.ClientError as e:
     assert e.code == 404, e
 print("ok errors")
 
+# The cost: the SDK passes over usageMetadata's cost members (its typed model drops them) and
+# keeps the header; the raw reply has them. Each equals what the balance fell by.
+import json
+from decimal import Decimal
+
+import httpx
+
+base = os.environ["TOLLGATE_BASE_URL"]
+key = os.environ["TOLLGATE_API_KEY"]
+
+
+def balance():
+    r = httpx.get(base + "/api/v1/auth/me", headers={"Authorization": "Bearer " + key})
+    return Decimal(str(r.json()["credits"]))
+
+
+before = balance()
+r = client.models.generate_content(model="gpt-x", contents="What did that cost?")
+assert r.text.startswith("Hello"), r.text
+charged = Decimal(r.sdk_http_response.headers["x-credits-charged"])
+count(r.usage_metadata)
+assert charged > 0 and before - balance() == charged, (before, charged)
+before = balance()
+raw = client.models.generate_content(
+    model="gpt-x", contents="What did that cost?",
+    config=types.GenerateContentConfig(should_return_http_response=True))
+usage = json.loads(raw.sdk_http_response.body)["usageMetadata"]
+cost = Decimal(str(usage["cost"]))
+assert cost == Decimal(str(usage["costDetails"]["input"])) + Decimal(str(usage["costDetails"]["output"])), usage
+assert before - balance() == cost, (before, cost, usage)
+tokens[0] += usage["promptTokenCount"]
+tokens[1] += usage["candidatesTokenCount"]
+print("ok cost (JSON)")
+
+# A stream: the SDK reads it whole; its last chunk as sent carries the cost.
+before = balance()
+text = "".join(c.text or "" for c in client.models.generate_content_stream(model="gpt-x", contents="Stream the cost"))
+assert text.startswith("Hello"), text
+fell = before - balance()
+with httpx.stream("POST", base + "/v1beta/models/gpt-x:streamGenerateContent?alt=sse",
+                  headers={"x-goog-api-key": key},
+                  json={"contents": [{"role": "user", "parts": [{"text": "Stream the cost"}]}]}) as resp:
+    chunks = [json.loads(line[6:]) for line in resp.iter_lines() if line.startswith("data: ")]
+usage = chunks[-1]["usageMetadata"]
+assert Decimal(str(usage["cost"])) == fell, (usage, fell)
+tokens[0] += 2 * usage["promptTokenCount"]
+tokens[1] += 2 * usage["candidatesTokenCount"]
+print("ok cost (stream)")
+
 print(f"TOKENS={tokens[0]} {tokens[1]}")
 print("sdk: all passed")

@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 
 use super::reply::{args_object, finish_reason, status_name, usage_metadata};
-use crate::cost::Cost;
+use crate::cost::{Cost, Spelling};
 use crate::openai::stream::StreamStep;
 use crate::translator::StreamTranslator;
 use crate::{GatewayError, Usage};
@@ -112,9 +112,9 @@ impl StreamTranslator for GeminiStream {
     fn delivered_text(&self) -> &str {
         self.inner.delivered_text()
     }
-    /// The cost is not written: Google's SDKs validate `usageMetadata` against their own
-    /// model, which has no place for it.
-    fn close(&mut self, usage: Usage, _cost: Option<&Cost>) -> Vec<u8> {
+    /// The cost goes into the last chunk's `usageMetadata` (Gemini's spelling), where Google's
+    /// SDKs pass over it and a raw reader finds it.
+    fn close(&mut self, usage: Usage, cost: Option<&Cost>) -> Vec<u8> {
         let tail = self.inner.close(usage, None);
         let mut out = Vec::new();
         self.translate(&tail, &mut out);
@@ -127,6 +127,9 @@ impl StreamTranslator for GeminiStream {
         last["candidates"][0]["finishReason"] =
             finish_reason(self.finish.as_deref().unwrap_or("stop")).into();
         last["usageMetadata"] = usage_metadata(usage);
+        if let Some(c) = cost {
+            c.add_to_in(&mut last["usageMetadata"], Spelling::Camel);
+        }
         self.write(&mut out, &last);
         if !self.sse {
             out.push(b']');
