@@ -1,7 +1,10 @@
 //! Interoperability with a coding agent nobody here wrote: the Codex CLI (npm `@openai/codex`)
-//! running `codex exec` non-interactively against Tollgate as a custom model provider with
-//! `wire_api = "responses"`, its tool call and the turn after it streamed through
-//! `/v1/responses` to an OpenAI-compatible fake, each request charged exactly.
+//! on its default configuration (its hosted web search on) running `codex exec`
+//! non-interactively against Tollgate as a custom model provider with `wire_api =
+//! "responses"`: its tool call and the turn after it streamed through `/v1/responses` to an
+//! OpenAI-compatible chat fake (the web search left out), and a turn on a provider that serves
+//! the Responses API itself (the web search passed on, run, and relayed to Codex); each
+//! request charged exactly.
 //!
 //! Needs the Codex CLI: `./dev test` installs it under `.tools/` (`TOLLGATE_TEST_CODEX` names
 //! another). Without one the test prints `SKIPPED: …` and passes, unless
@@ -21,34 +24,7 @@ async fn codex_exec_runs_a_turn_with_a_tool_call_through_the_responses_api() {
     fake.set_stream_tool_calls(true);
     let gw = Gateway::start(tollgate_bin!(), &one_model_config(&fake, "m")).await;
     let initial = books::read(&gw.config_db(), &gw.user_id).await.money;
-    let home = temp_dir();
-    let work = temp_dir();
-    // Codex's hosted web search runs at OpenAI, which no chat provider stands in for: off, as
-    // the README's Codex section says.
-    let config = format!(
-        "web_search = \"disabled\"\nmodel = \"m\"\nmodel_provider = \"tollgate\"\n\n[model_providers.tollgate]\nname = \"Tollgate\"\nbase_url = \"http://{}/v1\"\nenv_key = \"TOLLGATE_API_KEY\"\nwire_api = \"responses\"\n",
-        gw.addr
-    );
-    std::fs::write(home.join("config.toml"), config).unwrap();
-    let key = gw.key.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(codex)
-            .args([
-                "exec",
-                "--skip-git-repo-check",
-                "--color",
-                "never",
-                "Say hello",
-            ])
-            .current_dir(&work)
-            .env("CODEX_HOME", &home)
-            .env("TOLLGATE_API_KEY", key)
-            .stdin(Stdio::null())
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    let out = codex_exec(codex, &gw, "Say hello").await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -65,10 +41,94 @@ async fn codex_exec_runs_a_turn_with_a_tool_call_through_the_responses_api() {
             .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))),
         "no tool output came back from Codex"
     );
+    // Codex offered its web search; the chat provider never saw it.
+    assert!(
+        sent.iter().all(|b| b["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().all(|t| t["type"] == "function"
+                && !t["function"]["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("search")))),
+        "a hosted tool reached a chat provider"
+    );
     // Every model call reported 11 prompt tokens and the reply's words: at 1 and 2 credits
     // per 1K tokens.
     let per_call = FakeOpenAi::PROMPT_TOKENS as i64 * 1_000 + fake.reply_words() as i64 * 2_000;
     let b = books::settled(&gw.config_db(), &gw.user_id).await;
     assert_eq!(initial - b.money, sent.len() as i64 * per_call);
     assert_eq!(b.rows.len(), sent.len(), "one usage row per model call");
+}
+
+#[tokio::test]
+async fn codex_exec_on_its_defaults_searches_through_a_native_responses_provider() {
+    let Some(codex) = codex() else {
+        return skip("no Codex CLI; run ./dev test to install it under .tools/");
+    };
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}",
+        provider("p", &[&fake], "responses_api = true"),
+        model("m", "p", "economy", "")
+    );
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    let initial = books::read(&gw.config_db(), &gw.user_id).await.money;
+    let out = codex_exec(codex, &gw, "What is new in Rust?").await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains(&fake.reply_text().trim().to_string()),
+        "codex exec failed\nstdout:\n{stdout}\nstderr:\n{stderr}\ngateway:\n{}",
+        gw.log()
+    );
+    let sent: Vec<serde_json::Value> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/v1/responses"))
+        .map(|r| r.json())
+        .collect();
+    assert!(!sent.is_empty());
+    // Codex's web search reached the provider as Codex sent it, and the search it ran came
+    // back to Codex (its events relayed: Codex prints the query).
+    assert!(
+        sent[0]["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["type"] == "web_search")),
+        "{}",
+        sent[0]["tools"]
+    );
+    assert!(
+        format!("{stdout}{stderr}").contains("fake news"),
+        "Codex did not see the search\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let per_call = FakeOpenAi::PROMPT_TOKENS as i64 * 1_000 + fake.reply_words() as i64 * 2_000;
+    let b = books::settled(&gw.config_db(), &gw.user_id).await;
+    assert_eq!(initial - b.money, sent.len() as i64 * per_call);
+    assert_eq!(b.rows.len(), sent.len(), "one usage row per model call");
+}
+
+/// `codex exec PROMPT` on Codex's default configuration, with Tollgate as its model provider
+/// (model `m`).
+async fn codex_exec(codex: String, gw: &Gateway, prompt: &str) -> std::process::Output {
+    let home = temp_dir();
+    let work = temp_dir();
+    let config = format!(
+        "model = \"m\"\nmodel_provider = \"tollgate\"\n\n[model_providers.tollgate]\nname = \"Tollgate\"\nbase_url = \"http://{}/v1\"\nenv_key = \"TOLLGATE_API_KEY\"\nwire_api = \"responses\"\n",
+        gw.addr
+    );
+    std::fs::write(home.join("config.toml"), config).unwrap();
+    let key = gw.key.clone();
+    let prompt = prompt.to_owned();
+    tokio::task::spawn_blocking(move || {
+        Command::new(codex)
+            .args(["exec", "--skip-git-repo-check", "--color", "never", &prompt])
+            .current_dir(&work)
+            .env("CODEX_HOME", &home)
+            .env("TOLLGATE_API_KEY", key)
+            .stdin(Stdio::null())
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap()
 }

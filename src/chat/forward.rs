@@ -91,6 +91,18 @@ pub async fn run(
                 Ok(r.request
                     .native_body(r.history, &model.upstream_model, max_tokens))
             }
+            (None, Some(r)) => r.request.check_bridgeable(&model.id).and_then(|()| {
+                if let Some(w) = r.request.dropped_warning() {
+                    ctx.set_header("X-Tollgate-Warning", w);
+                }
+                provider::chat_body(
+                    &pool.provider,
+                    f.req,
+                    None,
+                    &model.upstream_model,
+                    max_tokens,
+                )
+            }),
             _ => provider::chat_body(
                 &pool.provider,
                 f.req,

@@ -42,6 +42,22 @@ pub fn normalize_input(input: &Value) -> Result<Vec<Value>, GatewayError> {
 }
 
 /// One item, checked; a message without `type` (the easy input form) gets `"type":"message"`.
+/// An item recording what a hosted tool did (`web_search_call`, `mcp_list_tools`, …), which a
+/// client such as Codex sends back in its next request's input.
+pub fn is_hosted_call(kind: &str) -> bool {
+    matches!(
+        kind,
+        "web_search_call"
+            | "file_search_call"
+            | "code_interpreter_call"
+            | "image_generation_call"
+            | "mcp_call"
+            | "mcp_list_tools"
+            | "mcp_approval_request"
+            | "mcp_approval_response"
+    )
+}
+
 fn check_item(at: &str, item: &Value) -> Result<Value, GatewayError> {
     let Some(o) = item.as_object() else {
         return Err(field_err(at, "must be an object"));
@@ -106,9 +122,11 @@ fn check_item(at: &str, item: &Value) -> Result<Value, GatewayError> {
                 }
             }
         }
-        // Reasoning a provider gave earlier; a chat provider cannot take it back, so it is
-        // kept in the stored conversation and left out of the provider's request.
+        // Reasoning a provider gave earlier, and what a hosted tool did (a web search):
+        // a chat provider cannot take them back, so they are kept in the stored
+        // conversation and left out of the provider's request.
         "reasoning" => {}
+        k if is_hosted_call(k) => {}
         "item_reference" => return Err(field_err(
             &format!("{at}.type"),
             "item references are not supported; send the item itself or use previous_response_id",
@@ -226,6 +244,7 @@ pub fn items_to_messages(
                 );
             }
             "reasoning" => {}
+            k if is_hosted_call(k) => {}
             other => {
                 return Err(field_err(
                     &format!("{what}[{i}].type"),

@@ -150,7 +150,10 @@ impl StreamTranslator for NativeStream {
                 self.output = true;
             }
             "response.output_item.added" => {
-                self.output |= ev["item"]["type"] == "function_call";
+                // A hosted tool's call (a web search) has run, at a cost, once it is added:
+                // the stream is committed rather than failed over and searched again.
+                let item = ev["item"]["type"].as_str().unwrap_or("");
+                self.output |= item == "function_call" || super::items::is_hosted_call(item);
             }
             _ => {}
         }

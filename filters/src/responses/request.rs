@@ -2,8 +2,10 @@
 //! as a chat-completions body: the pipeline's one internal request shape (DESIGN.md, "Front
 //! doors"), which every provider kind already converts from.
 //!
-//! What the chat shape cannot carry is refused by name before anything is held (a hosted tool,
-//! a file input, an `include` the gateway cannot honour); what only the gateway reads (`store`,
+//! What the chat shape cannot carry is refused by name before anything is held (a file input, an
+//! `include` the gateway cannot honour, a `tool_choice` forcing a hosted tool on a chat
+//! provider); hosted tools only offered (Codex's `web_search`) go to a provider that serves
+//! the Responses API and are left out, with a warning, for a chat provider; what only the gateway reads (`store`,
 //! `previous_response_id`, `metadata`) stays here and is echoed in the response object.
 //! Members this module does not know (`user`, `prompt_cache_key`, `client_metadata`, whatever
 //! the API adds next) change nothing a chat provider does and are let through unread, as the
@@ -45,6 +47,49 @@ pub struct ResponsesRequest {
     chat_members: Map<String, Value>,
     /// The body as sent, for a provider that serves the Responses API itself.
     pub(super) body: Map<String, Value>,
+    /// Hosted tools asked for (`web_search`, `file_search`, …, by type), in order: passed on
+    /// to a provider that serves the Responses API, left out for a chat provider.
+    pub hosted_tools: Vec<String>,
+    /// A `tool_choice` that forces a hosted tool (its type): only a Responses provider can
+    /// honour it.
+    pub forced_hosted: Option<String>,
+}
+
+/// Whether a tool type is one OpenAI runs itself (a hosted tool): web search in every version
+/// (`web_search`, `web_search_preview`, dated variants), file search, the code interpreter,
+/// image generation and remote MCP servers.
+pub fn is_hosted_tool(kind: &str) -> bool {
+    kind.starts_with("web_search")
+        || matches!(
+            kind,
+            "file_search" | "code_interpreter" | "image_generation" | "mcp"
+        )
+}
+
+impl ResponsesRequest {
+    /// Refuses what a chat-completions provider cannot honour of this request: a `tool_choice`
+    /// that forces a hosted tool. Hosted tools that are only offered are left out (the
+    /// caller says so: [`ResponsesRequest::dropped_warning`]).
+    pub fn check_bridgeable(&self, model: &str) -> Result<(), GatewayError> {
+        match &self.forced_hosted {
+            Some(kind) => Err(field_err(
+                "tool_choice",
+                format!("`{kind}` is a hosted tool, run only by a provider that serves the Responses API; `{model}` is served through chat completions (offer the tool without forcing it, and it is left out)"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The warning for a chat provider's reply when hosted tools were left out of its
+    /// request (the `X-Tollgate-Warning` header), if any were.
+    pub fn dropped_warning(&self) -> Option<String> {
+        (!self.hosted_tools.is_empty()).then(|| {
+            format!(
+                "hosted tools left out ({}): this model's provider serves chat completions, not the Responses API",
+                self.hosted_tools.join(", ")
+            )
+        })
+    }
 }
 
 /// The request's settings as a response object repeats them.
@@ -199,11 +244,15 @@ pub fn parse_responses_request(raw: &[u8]) -> Result<ResponsesRequest, GatewayEr
     };
     let mut namespaced = Vec::new();
     let mut tools = Vec::new();
+    let mut hosted_tools = Vec::new();
     match get("tools") {
         None => {}
         Some(Value::Array(list)) => {
             for (i, t) in list.iter().enumerate() {
-                chat_tools(i, t, &mut tools, &mut namespaced)?;
+                match t.get("type").and_then(Value::as_str) {
+                    Some(kind) if is_hosted_tool(kind) => hosted_tools.push(kind.to_owned()),
+                    _ => chat_tools(i, t, &mut tools, &mut namespaced)?,
+                }
             }
         }
         Some(_) => return Err(field_err("tools", "must be an array")),
@@ -212,8 +261,14 @@ pub fn parse_responses_request(raw: &[u8]) -> Result<ResponsesRequest, GatewayEr
         chat.insert("tools".into(), Value::Array(tools));
         chat.insert("parallel_tool_calls".into(), parallel_tool_calls.into());
     }
+    let mut forced_hosted = None;
     if let Some(choice) = get("tool_choice") {
-        chat.insert("tool_choice".into(), chat_tool_choice(choice)?);
+        match choice.get("type").and_then(Value::as_str) {
+            Some(kind) if is_hosted_tool(kind) => forced_hosted = Some(kind.to_owned()),
+            _ => {
+                chat.insert("tool_choice".into(), chat_tool_choice(choice)?);
+            }
+        }
     }
     if let Some(text) = get("text") {
         read_text(text, &mut chat)?;
@@ -276,6 +331,8 @@ pub fn parse_responses_request(raw: &[u8]) -> Result<ResponsesRequest, GatewayEr
         instructions,
         chat_members: chat,
         body,
+        hosted_tools,
+        forced_hosted,
     })
 }
 
@@ -358,7 +415,9 @@ fn chat_tool(at: &str, t: &Value, namespace: Option<&str>) -> Result<Value, Gate
         Some(other) => {
             return Err(field_err(
                 &at(".type"),
-                format!("`{other}` tools are not supported: only function tools (hosted tools run at OpenAI; in Codex, set web_search = \"disabled\")"),
+                format!(
+                    "`{other}` tools are not supported: function, namespace and hosted tools only"
+                ),
             ))
         }
         None => return Err(field_err(&at(".type"), "is required")),

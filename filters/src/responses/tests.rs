@@ -122,7 +122,7 @@ fn what_a_chat_provider_cannot_honour_is_refused_by_name() {
         (json!({"model": "m"}), "input"),
         (json!({"model": "m", "input": 3}), "input"),
         (
-            json!({"model": "m", "input": [{"type": "web_search_call"}]}),
+            json!({"model": "m", "input": [{"type": "computer_call"}]}),
             "input[0].type",
         ),
         (
@@ -146,7 +146,7 @@ fn what_a_chat_provider_cannot_honour_is_refused_by_name() {
             "input[0].type",
         ),
         (
-            json!({"model": "m", "input": "x", "tools": [{"type": "web_search"}]}),
+            json!({"model": "m", "input": "x", "tools": [{"type": "local_shell"}]}),
             "tools[0].type",
         ),
         (
@@ -455,4 +455,51 @@ fn a_stream_cut_after_output_ends_with_error_and_failed() {
         "Hi"
     );
     assert!(s.take_object().is_some());
+}
+
+#[test]
+fn hosted_tools_are_kept_for_a_responses_provider_and_left_out_for_a_chat_one() {
+    // What Codex sends on its defaults, and the search it sends back in the next request.
+    let body = json!({
+        "model": "m",
+        "input": [
+            {"role": "user", "content": "news?"},
+            {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "rust"}},
+            {"role": "assistant", "content": "here"},
+        ],
+        "tools": [
+            {"type": "function", "name": "shell", "parameters": {"type": "object", "properties": {}}},
+            {"type": "web_search", "external_web_access": false},
+            {"type": "web_search_preview_2025_03_11"},
+        ],
+        "tool_choice": "auto",
+    });
+    let raw = body.to_string();
+    let req = parse_responses_request(raw.as_bytes()).unwrap();
+    assert_eq!(
+        req.hosted_tools,
+        ["web_search", "web_search_preview_2025_03_11"]
+    );
+    assert!(req.check_bridgeable("m").is_ok());
+    assert!(req
+        .dropped_warning()
+        .unwrap()
+        .contains("web_search, web_search_preview_2025_03_11"));
+    // The chat body has the function only, and no hosted call item.
+    let chat: Value = serde_json::from_slice(&req.chat_body(&[]).unwrap()).unwrap();
+    assert_eq!(chat["tools"].as_array().unwrap().len(), 1);
+    assert_eq!(chat["tools"][0]["function"]["name"], "shell");
+    assert_eq!(chat["messages"].as_array().unwrap().len(), 2, "{chat}");
+    // The native body keeps them all.
+    let native: Value = serde_json::from_slice(&req.native_body(&[], "up", 100)).unwrap();
+    assert_eq!(native["tools"].as_array().unwrap().len(), 3);
+    assert_eq!(native["tools"][1]["type"], "web_search");
+    assert_eq!(native["input"][1]["type"], "web_search_call");
+    // Forcing a hosted tool is for a Responses provider only.
+    let forced = json!({"model": "m", "input": "x", "tools": [{"type": "web_search"}], "tool_choice": {"type": "web_search"}});
+    let req = parse_responses_request(forced.to_string().as_bytes()).unwrap();
+    let e = req.check_bridgeable("m").unwrap_err();
+    assert!(e.message.starts_with("tool_choice:"), "{}", e.message);
+    let native: Value = serde_json::from_slice(&req.native_body(&[], "up", 100)).unwrap();
+    assert_eq!(native["tool_choice"]["type"], "web_search");
 }
