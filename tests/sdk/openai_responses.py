@@ -109,9 +109,19 @@ try:
     raise AssertionError("an unknown model was served")
 except openai.NotFoundError as e:
     assert e.status_code == 404
+# A hosted tool offered to a chat-served model is left out, and the reply says so; forced, it
+# is refused, naming tool_choice.
+raw = client.responses.with_raw_response.create(model="m", input="x", tools=[{"type": "web_search"}])
+assert "web_search" in raw.headers["x-tollgate-warning"], raw.headers
+count(raw.parse())
 try:
-    client.responses.create(model="m", input="x", tools=[{"type": "web_search"}])
-    raise AssertionError("a hosted tool was accepted")
+    client.responses.create(model="m", input="x", tools=[{"type": "web_search"}], tool_choice={"type": "web_search"})
+    raise AssertionError("a forced hosted tool was accepted")
+except openai.BadRequestError as e:
+    assert e.body["param"] == "tool_choice", e.body
+try:
+    client.responses.create(model="m", input="x", tools=[{"type": "local_shell"}])
+    raise AssertionError("a client-run tool other than a function was accepted")
 except openai.BadRequestError as e:
     assert e.body["param"] == "tools[0].type", e.body
 print("ok errors")
