@@ -19,6 +19,8 @@ pub struct Metrics {
     pub usage_over_hold: IntCounterVec,
     /// µcr a settlement could not charge because the balance ran out before the usage did.
     pub credits_uncharged: IntCounterVec,
+    /// API key lookups in the ledger, by result (`found`, `unknown`, `error`).
+    pub key_lookups: IntCounterVec,
     /// Tool calls by service and outcome (`ok`, `refused`, `upstream_error`, `tool_error`, …).
     pub mcp_calls: IntCounterVec,
     pub mcp_call_latency: HistogramVec,
@@ -125,6 +127,14 @@ impl Metrics {
             &["model"],
         )
         .expect("static metric definition");
+        let key_lookups = IntCounterVec::new(
+            Opts::new(
+                "tollgate_key_lookups_total",
+                "API key lookups in the ledger (a key not cached on this instance), by result: found, unknown, error",
+            ),
+            &["result"],
+        )
+        .expect("static metric definition");
         let credits_uncharged = IntCounterVec::new(
             Opts::new(
                 "tollgate_credits_uncharged_micros_total",
@@ -209,6 +219,7 @@ impl Metrics {
             &mcp_events,
             &usage_over_hold,
             &credits_uncharged,
+            &key_lookups,
             &ratelimit_leased,
             &credit_holds,
             &requests,
@@ -242,6 +253,7 @@ impl Metrics {
             ratelimit_leased,
             usage_over_hold,
             credits_uncharged,
+            key_lookups,
             mcp_calls,
             mcp_call_latency,
             mcp_events,

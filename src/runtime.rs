@@ -72,12 +72,14 @@ impl Shared {
     pub fn new(runtime: Runtime, config_path: PathBuf) -> Arc<Shared> {
         let storage = runtime.config.storage.clone();
         let instance = crate::auth::random_id(10).unwrap_or_else(|_| "instance".into());
+        let metrics = Metrics::new();
+        let keys = KeyCache::new(metrics.key_lookups.clone());
         Arc::new(Shared {
             runtime: ArcSwap::from_pointee(runtime),
             config_path,
-            metrics: Metrics::new(),
+            metrics,
             ledger: tokio::sync::OnceCell::new(),
-            keys: KeyCache::default(),
+            keys,
             oauth_tokens: crate::oauth::cache::TokenCache::default(),
             limiter: Limiter::new(
                 storage

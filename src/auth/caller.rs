@@ -61,7 +61,12 @@ pub async fn authenticate(
             GatewayError::new(ErrorKind::Authentication, "invalid or revoked API key")
         })?;
         let ledger = shared.ledger()?;
-        return Ok(Caller::Key(shared.keys.resolve(ledger, key.trim()).await?));
+        return Ok(Caller::Key(
+            shared
+                .keys
+                .resolve(ledger, key.trim(), presenter(shared, session))
+                .await?,
+        ));
     }
     // Google's SDKs send the key as `x-goog-api-key` or `?key=`: accepted everywhere too.
     if headers.get("authorization").is_none() {
@@ -71,7 +76,12 @@ pub async fn authenticate(
             .or_else(|| query_key(session));
         if let Some(key) = goog {
             let ledger = shared.ledger()?;
-            return Ok(Caller::Key(shared.keys.resolve(ledger, key.trim()).await?));
+            return Ok(Caller::Key(
+                shared
+                    .keys
+                    .resolve(ledger, key.trim(), presenter(shared, session))
+                    .await?,
+            ));
         }
     }
     let header = headers.get("authorization");
@@ -101,7 +111,19 @@ pub async fn authenticate(
         })?
         .trim();
     let ledger = shared.ledger()?;
-    Ok(Caller::Key(shared.keys.resolve(ledger, key).await?))
+    Ok(Caller::Key(
+        shared
+            .keys
+            .resolve(ledger, key, presenter(shared, session))
+            .await?,
+    ))
+}
+
+/// Who presents a key, for the invalid-key limit: the client's address and its limit.
+fn presenter(shared: &Shared, session: &Session) -> (Option<IpAddr>, u64) {
+    let rt = shared.runtime.load();
+    let ip = client_ip(session, &rt.config.server.trusted_proxies);
+    (ip, rt.config.abuse.invalid_keys_per_minute)
 }
 
 /// The `key` parameter of the query string (Google's API keys ride there too).

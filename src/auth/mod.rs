@@ -1,4 +1,5 @@
-//! Who is calling: an API key (looked up through [`key_cache`]), a dashboard session, the
+//! Who is calling: an API key (looked up through [`key_cache`]; a flood of invalid ones
+//! refused cheaply by [`unknown_keys`]), a dashboard session, the
 //! admin token, or nobody (the guest tier), and the rate-limit identity that follows from it
 //! ([`caller`]), what a key's model allowlist lets it use ([`allowlist`]), and a keyed request
 //! against its key's and plan's per-minute and in-flight limits ([`key_limits`]). The route table (`proxy::table`) says which of these a route accepts;
@@ -8,6 +9,7 @@ pub mod allowlist;
 pub mod caller;
 pub mod key_cache;
 pub mod key_limits;
+pub mod unknown_keys;
 
 use tollgate_filters::GatewayError;
 

@@ -16,6 +16,9 @@ pub struct AbuseSection {
     pub logins_per_day: u64,
     /// Wrong passwords per e-mail address in [`LOGIN_FAILURE_WINDOW_MS`], from anywhere.
     pub login_failures_per_email: u64,
+    /// Invalid API keys per client address and minute, past which a key not seen lately is
+    /// refused (429) without a lookup until the minute ends; counted per instance.
+    pub invalid_keys_per_minute: u64,
 }
 
 /// The window of `login_failures_per_email`: 15 minutes.
@@ -29,6 +32,7 @@ impl Default for AbuseSection {
             logins_per_hour: 60,
             logins_per_day: 300,
             login_failures_per_email: 5,
+            invalid_keys_per_minute: 60,
         }
     }
 }
@@ -40,6 +44,7 @@ pub struct Abuse {
     pub logins: PlanLimits,
     /// Per e-mail address, wherever the attempts come from.
     pub login_failures_per_email: u64,
+    pub invalid_keys_per_minute: u64,
 }
 
 impl AbuseSection {
@@ -50,6 +55,7 @@ impl AbuseSection {
             ("logins_per_hour", self.logins_per_hour),
             ("logins_per_day", self.logins_per_day),
             ("login_failures_per_email", self.login_failures_per_email),
+            ("invalid_keys_per_minute", self.invalid_keys_per_minute),
         ] {
             if v == 0 {
                 errs.push(err(format!("abuse.{k}"), "must be at least 1"));
@@ -65,6 +71,7 @@ impl AbuseSection {
                 per_day: Some(self.logins_per_day),
             },
             login_failures_per_email: self.login_failures_per_email,
+            invalid_keys_per_minute: self.invalid_keys_per_minute,
         }
     }
 }
