@@ -1,4 +1,5 @@
-//! Connecting the ledger store, then checkpointing SQLite's write-ahead log.
+//! Connecting the ledger store, then checkpointing SQLite's write-ahead log and probing a store
+//! that stopped answering.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,9 +8,11 @@ use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 
+use crate::ledger::breaker;
 use crate::runtime::Shared;
 
-/// How often SQLite's write-ahead log is checkpointed into the database file.
+/// How often SQLite's write-ahead log is checkpointed into the database file, and an
+/// unreachable store probed.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 /// Past this many pages in the log (64 MiB at SQLite's 4 KiB pages; ~3 s of writes at the
 /// gateway's full speed on the development machine) a checkpoint also starts it over.
@@ -42,11 +45,21 @@ impl BackgroundService for LedgerService {
             "ledger store connected and migrated"
         );
         let _ = self.0.ledger.set(ledger.clone());
-        // SQLite's checkpoints, off the commits (see `Ledger::connect`).
+        // SQLite's checkpoints, off the commits (see `Ledger::connect`), and the probe that
+        // closes the ledger's circuit once the store answers again (`ledger::breaker`).
+        let acquire = self.0.storage.acquire_timeout;
         loop {
             tokio::select! {
                 _ = shutdown.changed() => return,
                 _ = tokio::time::sleep(CHECKPOINT_EVERY) => {}
+            }
+            if breaker::is_open() {
+                if matches!(tokio::time::timeout(acquire, ledger.ping()).await, Ok(true)) {
+                    if let Some(ms) = breaker::close() {
+                        tracing::info!(open_ms = ms, "ledger store answers again");
+                    }
+                }
+                continue;
             }
             if let Err(e) = ledger.checkpoint(WAL_RESTART_PAGES).await {
                 tracing::warn!("ledger checkpoint failed, will retry: {e}");

@@ -98,6 +98,7 @@ impl Ledger {
     }
 
     pub async fn account(&self, user_id: &str) -> Result<Option<Account>> {
+        super::breaker::check()?;
         let sql = format!("SELECT {ACCOUNT_COLS} FROM accounts WHERE user_id = $1");
         on_pool!(self, p => {
             match sqlx::query(&sql).bind(user_id).fetch_optional(p).await? {

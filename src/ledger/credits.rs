@@ -111,6 +111,7 @@ impl Ledger {
         size: &HoldSize,
         expires_at: i64,
     ) -> Result<Option<(i64, i64)>> {
+        super::breaker::check()?;
         let row = match self {
             // The INSERT reads the account under SQLite's write lock and the `holds_debit`
             // trigger applies the debit, all in one atomic statement.
@@ -154,6 +155,7 @@ impl Ledger {
         extra: i64,
         now_ms: i64,
     ) -> Result<bool> {
+        super::breaker::check()?;
         on_pool!(self, p => {
             let mut tx = p.begin().await?;
             let grown = sqlx::query("UPDATE holds SET amount = amount + $1 WHERE id = $2 AND account_id = $3 AND expires_at > $4")
@@ -178,6 +180,7 @@ impl Ledger {
     /// the hold, insert the usage row. A hold already refunded by the reaper counts as 0. A
     /// paid tool call also credits its developer's share, in the same transaction.
     pub async fn settle(&self, s: &Settlement) -> Result<Settled> {
+        super::breaker::check()?;
         // The hold id is the request id (one hold per request), which the SQLite trigger uses.
         debug_assert_eq!(s.hold_id, s.request_id);
         let pays = s

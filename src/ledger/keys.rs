@@ -263,6 +263,7 @@ impl Ledger {
 
     /// The live key with this hash; revoked keys are not returned.
     pub async fn key_auth(&self, hash: &str) -> Result<Option<KeyAuth>> {
+        super::breaker::check()?;
         on_pool!(self, p => {
             let row = sqlx::query(
                 "SELECT k.id, k.account_id, k.expires_at, k.allowed_models, k.allowed_tools, k.budget_micros, k.budget_period, k.requests_per_minute, k.tokens_per_minute, k.concurrent_requests, \

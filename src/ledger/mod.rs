@@ -27,13 +27,14 @@
 //!
 //! # Layout
 //! One `impl Ledger` block per table group: [`store`] (the handle, connect, migrations,
-//! errors), [`accounts`], [`keys`], [`sessions`], [`credits`] (holds and settlement, the
+//! errors), [`breaker`] (the circuit that fails requests at once while the store is down), [`accounts`], [`keys`], [`sessions`], [`credits`] (holds and settlement, the
 //! reaper), [`leases`] (credit-lease rounds), [`usage`], [`legs`] (a resumed stream's legs), [`mcp`] (tool servers and their
 //! developers' earnings), [`payments`] (checkouts, payment history, anonymous accounts and their
 //! assignment), [`responses`] (stored Responses API replies) and [`payment_events`] (each Stripe webhook event applied once, in one
 //! transaction with its record).
 
 pub mod accounts;
+pub mod breaker;
 pub mod credits;
 pub mod keys;
 pub mod leases;

@@ -22,6 +22,9 @@ impl std::fmt::Display for StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
+        if super::breaker::unreachable(&e) {
+            super::breaker::trip();
+        }
         if let sqlx::Error::Database(db) = &e {
             let sqlite = db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some();
             if let Some(code) = db.code().and_then(|c| c.parse::<i32>().ok()) {

@@ -2,6 +2,8 @@
 //! 503 within the acquire timeout (never a 500, never a hang), an account with a funded lease
 //! on this instance keeps being served, `/readyz` says the ledger is down, and after the
 //! restart every usage row is written exactly once and every request succeeds within 5 s.
+//! Under 50 requests a second that each need a database hold, every one is answered within the
+//! acquire timeout and half a second, each on its own deadline (the ledger's circuit).
 
 use std::time::{Duration, Instant};
 
@@ -128,4 +130,83 @@ async fn a_ledger_outage_is_503_for_the_unleased_while_leases_carry_the_rest() {
     books::check(&pg.url(), &gw.user_id, initial, &load::ok_ids(&outcomes)).await;
     let idle_ok = load::ok_ids(&[vec![first], after].concat());
     books::check(&pg.url(), &idle_user, idle_initial, &idle_ok).await;
+}
+
+#[tokio::test]
+async fn every_request_that_needs_the_ledger_is_answered_within_its_acquire_timeout() {
+    let pg = match PrivatePostgres::try_start() {
+        Ok(pg) => pg,
+        Err(why) => return skip(&format!("no Postgres cluster of this test's own: {why}")),
+    };
+    let fake = FakeOpenAi::start("p").await;
+    let cfg = one_model_config(&fake, "m");
+    // No credit leases: every request holds in the database.
+    let gw = Gateway::start_opts(
+        tollgate_bin!(),
+        &cfg,
+        Opts {
+            database_url: Some(pg.url()),
+            storage: format!(
+                "lease_holds = 0\nacquire_timeout_ms = {}",
+                ACQUIRE.as_millis()
+            ),
+            ..Opts::default()
+        },
+    )
+    .await;
+    let initial = books::read(&pg.url(), &gw.user_id).await.money;
+    let load = load::Load::open(gw.addr, &gw.key, Duration::from_millis(20));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    pg.stop();
+    let stopped_at = load.started.elapsed();
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    pg.start_again();
+    let started_at = load.started.elapsed();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let outcomes = load.finish().await;
+    let log = load::problems(&gw.log());
+    let during: Vec<&load::Outcome> = outcomes
+        .iter()
+        .filter(|o| o.sent >= stopped_at && o.sent < started_at)
+        .collect();
+    eprintln!(
+        "ledger outage at 50 requests/s: {} during, {} in all",
+        load::summary(&during.iter().map(|o| (*o).clone()).collect::<Vec<_>>()),
+        load::summary(&outcomes),
+    );
+    assert!(
+        during.len() >= 600,
+        "{} requests during the outage",
+        during.len()
+    );
+    let bound = ACQUIRE + Duration::from_millis(500);
+    for o in &outcomes {
+        assert!(
+            o.status == 200 || o.status == 503,
+            "only 200 or 503: {} after {:?}: {}\n{log}",
+            o.status,
+            o.sent,
+            o.body
+        );
+        if o.sent >= stopped_at && o.sent < started_at {
+            assert!(
+                o.took <= bound,
+                "a request sent {:?} into the load took {:?} (bound {bound:?})\n{log}",
+                o.sent,
+                o.took
+            );
+        }
+    }
+    assert!(
+        during.iter().all(|o| o.status == 503),
+        "served without a ledger"
+    );
+    // Served again soon after the restart.
+    assert!(outcomes
+        .iter()
+        .filter(|o| o.sent > started_at + Duration::from_secs(3))
+        .all(|o| o.status == 200));
+    let all: Vec<&load::Outcome> = outcomes.iter().collect();
+    load::check_refusals(&all, fake.chat_count());
+    books::check(&pg.url(), &gw.user_id, initial, &load::ok_ids(&outcomes)).await;
 }

@@ -59,6 +59,33 @@ impl Load {
         }
     }
 
+    /// An open loop: one request with `key` every `every`, each on its own (a slow answer
+    /// never holds the next one back), as clients that do not wait for each other send them.
+    pub fn open(addr: SocketAddr, key: &str, every: Duration) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let started = Instant::now();
+        let (flag, key) = (stop.clone(), key.to_string());
+        let task = tokio::spawn(async move {
+            let mut sent = Vec::new();
+            let mut tick = tokio::time::interval(every);
+            while !flag.load(Ordering::SeqCst) {
+                tick.tick().await;
+                let key = key.clone();
+                sent.push(tokio::spawn(async move { one(addr, &key, started).await }));
+            }
+            let mut out = Vec::new();
+            for s in sent {
+                out.push(s.await.unwrap());
+            }
+            out
+        });
+        Load {
+            stop,
+            started,
+            tasks: vec![task],
+        }
+    }
+
     pub async fn finish(self) -> Vec<Outcome> {
         self.stop.store(true, Ordering::SeqCst);
         let mut all = Vec::new();
