@@ -70,7 +70,8 @@ impl UnknownKeys {
     }
 
     /// Misses remembered now.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.gens
             .lock()
             .map_or(0, |g| g.current.len() + g.previous.len())
