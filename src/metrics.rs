@@ -42,14 +42,11 @@ pub struct Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let registry = Registry::new();
-        let requests = IntCounterVec::new(
-            Opts::new(
-                "tollgate_requests_total",
-                "Requests served, by route, model, provider and status",
-            ),
+        let requests = counter(
+            "tollgate_requests_total",
+            "Requests served, by route, model, provider and status",
             &["route", "model", "provider", "status"],
-        )
-        .expect("static metric definition");
+        );
         let latency = HistogramVec::new(
             HistogramOpts::new(
                 "tollgate_request_duration_seconds",
@@ -61,96 +58,54 @@ impl Metrics {
             &["route", "model"],
         )
         .expect("static metric definition");
-        let upstream_attempts = IntCounterVec::new(
-            Opts::new(
-                "tollgate_upstream_attempts_total",
-                "Upstream attempts by provider and outcome",
-            ),
+        let upstream_attempts = counter(
+            "tollgate_upstream_attempts_total",
+            "Upstream attempts by provider and outcome",
             &["provider", "outcome"],
-        )
-        .expect("static metric definition");
-        let failovers = IntCounterVec::new(
-            Opts::new(
-                "tollgate_failovers_total",
-                "Attempts abandoned for the next candidate, by model and reason",
-            ),
+        );
+        let failovers = counter(
+            "tollgate_failovers_total",
+            "Attempts abandoned for the next candidate, by model and reason",
             &["model", "reason"],
-        )
-        .expect("static metric definition");
-        let upstream_healthy = IntGaugeVec::new(
-            Opts::new(
-                "tollgate_upstream_healthy",
-                "1 when an endpoint is healthy and not ejected",
-            ),
+        );
+        let upstream_healthy = gauge(
+            "tollgate_upstream_healthy",
+            "1 when an endpoint is healthy and not ejected",
             &["provider", "endpoint"],
-        )
-        .expect("static metric definition");
-        let reloads = IntCounterVec::new(
-            Opts::new("tollgate_config_reloads_total", "SIGHUP reloads by result"),
+        );
+        let reloads = counter(
+            "tollgate_config_reloads_total",
+            "SIGHUP reloads by result",
             &["result"],
-        )
-        .expect("static metric definition");
-        let ratelimit = IntCounterVec::new(
-            Opts::new("tollgate_ratelimit_total", "Rate-limit decisions by plan"),
+        );
+        let ratelimit = counter(
+            "tollgate_ratelimit_total",
+            "Rate-limit decisions by plan",
             &["plan", "decision"],
-        )
-        .expect("static metric definition");
-        let ratelimit_store_errors = IntCounterVec::new(
-            Opts::new(
-                "tollgate_ratelimit_store_errors_total",
-                "Rate-limit checks that could not reach Redis, by failure mode",
-            ),
+        );
+        let ratelimit_store_errors = counter(
+            "tollgate_ratelimit_store_errors_total",
+            "Rate-limit checks that could not reach Redis, by failure mode",
             &["mode"],
-        )
-        .expect("static metric definition");
-        let credit_holds = IntCounterVec::new(
-            Opts::new(
-                "tollgate_credit_holds_total",
-                "Credit holds placed, by where: lease (in memory) or database",
-            ),
+        );
+        let credit_holds = counter(
+            "tollgate_credit_holds_total",
+            "Credit holds placed, by where: lease (in memory) or database",
             &["where"],
-        )
-        .expect("static metric definition");
-        let ratelimit_leased = IntCounterVec::new(
-            Opts::new(
-                "tollgate_ratelimit_leased_total",
-                "Requests admitted from a reservation of admissions (no Redis round trip), by plan",
-            ),
+        );
+        let ratelimit_leased = counter(
+            "tollgate_ratelimit_leased_total",
+            "Requests admitted from a reservation of admissions (no Redis round trip), by plan",
             &["plan"],
-        )
-        .expect("static metric definition");
-        let usage_over_hold = IntCounterVec::new(
-            Opts::new(
-                "tollgate_usage_over_hold_total",
-                "Requests whose reported usage cost more than their credit hold (the rest charged from the balance), by model",
-            ),
-            &["model"],
-        )
-        .expect("static metric definition");
-        let key_lookups = IntCounterVec::new(
-            Opts::new(
-                "tollgate_key_lookups_total",
-                "API key lookups in the ledger (a key not cached on this instance), by result: found, unknown, error",
-            ),
-            &["result"],
-        )
-        .expect("static metric definition");
-        let credits_uncharged = IntCounterVec::new(
-            Opts::new(
-                "tollgate_credits_uncharged_micros_total",
-                "Micro-credits of served usage that could not be charged because the balance ran out, by model",
-            ),
-            &["model"],
-        )
-        .expect("static metric definition");
-        let mcp_calls = IntCounterVec::new(
-            Opts::new(
-                "tollgate_mcp_calls_total",
-                "Tool calls through /mcp, by service and outcome",
-            ),
+        );
+        let usage_over_hold = counter("tollgate_usage_over_hold_total", "Requests whose reported usage cost more than their credit hold (the rest charged from the balance), by model", &["model"]);
+        let key_lookups = counter("tollgate_key_lookups_total", "API key lookups in the ledger (a key not cached on this instance), by result: found, unknown, error", &["result"]);
+        let credits_uncharged = counter("tollgate_credits_uncharged_micros_total", "Micro-credits of served usage that could not be charged because the balance ran out, by model", &["model"]);
+        let mcp_calls = counter(
+            "tollgate_mcp_calls_total",
+            "Tool calls through /mcp, by service and outcome",
             &["slug", "outcome"],
-        )
-        .expect("static metric definition");
+        );
         let mcp_call_latency = HistogramVec::new(
             HistogramOpts::new(
                 "tollgate_mcp_call_duration_seconds",
@@ -162,38 +117,22 @@ impl Metrics {
             &["slug"],
         )
         .expect("static metric definition");
-        let mcp_events = IntCounterVec::new(
-            Opts::new(
-                "tollgate_mcp_events_total",
-                "Tool-server registrations and state changes (each refreshes the tool cache)",
-            ),
+        let mcp_events = counter(
+            "tollgate_mcp_events_total",
+            "Tool-server registrations and state changes (each refreshes the tool cache)",
             &["slug", "event"],
-        )
-        .expect("static metric definition");
-        let ledger_queued = IntGaugeVec::new(
-            Opts::new(
-                "tollgate_ledger_queued",
-                "Charges waiting in memory for the ledger (failed settlements being retried, leased usage rows not yet written)",
-            ),
-            &["what"],
-        )
-        .expect("static metric definition");
-        let settlement_retries = IntCounterVec::new(
-            Opts::new(
-                "tollgate_settlement_retries_total",
-                "Retries of settlements that failed after serving, by result",
-            ),
+        );
+        let ledger_queued = gauge("tollgate_ledger_queued", "Charges waiting in memory for the ledger (failed settlements being retried, leased usage rows not yet written)", &["what"]);
+        let settlement_retries = counter(
+            "tollgate_settlement_retries_total",
+            "Retries of settlements that failed after serving, by result",
             &["result"],
-        )
-        .expect("static metric definition");
-        let resumes = IntCounterVec::new(
-            Opts::new(
-                "tollgate_stream_resumes_total",
-                "Streams cut after their first token, by reason and outcome",
-            ),
+        );
+        let resumes = counter(
+            "tollgate_stream_resumes_total",
+            "Streams cut after their first token, by reason and outcome",
             &["reason", "outcome"],
-        )
-        .expect("static metric definition");
+        );
         let resume_seam = HistogramVec::new(
             HistogramOpts::new(
                 "tollgate_stream_resume_seam_seconds",
@@ -269,4 +208,14 @@ impl Default for Metrics {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// A counter family; its definition is static, so it cannot fail.
+fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("static metric definition")
+}
+
+/// A gauge family; its definition is static, so it cannot fail.
+fn gauge(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    IntGaugeVec::new(Opts::new(name, help), labels).expect("static metric definition")
 }

@@ -85,32 +85,7 @@ pub async fn run(
                 }
             },
         };
-        let body = match (f.front.completions, f.front.responses) {
-            (Some(legacy), _) => Ok(legacy.upstream_body(&model.upstream_model, max_tokens)),
-            (None, Some(r)) if pool.provider.responses_api => {
-                Ok(r.request
-                    .native_body(r.history, &model.upstream_model, max_tokens))
-            }
-            (None, Some(r)) => r.request.check_bridgeable(&model.id).and_then(|()| {
-                if let Some(w) = r.request.dropped_warning() {
-                    ctx.set_header("X-Tollgate-Warning", w);
-                }
-                provider::chat_body(
-                    &pool.provider,
-                    f.req,
-                    None,
-                    &model.upstream_model,
-                    max_tokens,
-                )
-            }),
-            _ => provider::chat_body(
-                &pool.provider,
-                f.req,
-                f.front.anthropic,
-                &model.upstream_model,
-                max_tokens,
-            ),
-        };
+        let body = upstream_body(f, ctx, pool, model, max_tokens);
         let body = match body {
             Ok(b) => Bytes::from(b),
             Err(e) => {
@@ -213,4 +188,32 @@ fn model_max(req: &ChatRequest<'_>, model: &ModelSpec) -> u64 {
     req.max_tokens
         .unwrap_or(model.max_output_tokens)
         .min(model.max_output_tokens)
+}
+
+/// The body a candidate gets in its provider's shape: the front door's own for a legacy
+/// completion or a Responses provider, else the internal chat request translated. A
+/// Responses request bridged to a chat provider leaves its hosted tools out and says so in
+/// `X-Tollgate-Warning` (or cannot be bridged when it forces one).
+fn upstream_body(
+    f: &Forward<'_>,
+    ctx: &mut RequestCtx,
+    pool: &crate::upstream::Pool,
+    model: &ModelSpec,
+    max_tokens: u64,
+) -> Result<Vec<u8>, GatewayError> {
+    let up = &model.upstream_model;
+    match (f.front.completions, f.front.responses) {
+        (Some(legacy), _) => Ok(legacy.upstream_body(up, max_tokens)),
+        (None, Some(r)) if pool.provider.responses_api => {
+            Ok(r.request.native_body(r.history, up, max_tokens))
+        }
+        (None, Some(r)) => {
+            r.request.check_bridgeable(&model.id)?;
+            if let Some(w) = r.request.dropped_warning() {
+                ctx.set_header("X-Tollgate-Warning", w);
+            }
+            provider::chat_body(&pool.provider, f.req, None, up, max_tokens)
+        }
+        _ => provider::chat_body(&pool.provider, f.req, f.front.anthropic, up, max_tokens),
+    }
 }

@@ -40,7 +40,7 @@ use crate::metering::holds::HoldRequest;
 use crate::metering::{self, Hold};
 use crate::request::ctx::{RequestCtx, Wire};
 use crate::request::{body, respond};
-use crate::runtime::Shared;
+use crate::runtime::{Runtime, Shared};
 
 /// Runs a chat request of `caller` (resolved and admitted by the route table).
 pub async fn handle(
@@ -89,6 +89,28 @@ pub async fn settle_and_answer(
         forward::Reply::Stream(s) => stream::close(*s, shared, session, ctx, cost.as_ref()).await,
     }
     Ok(())
+}
+
+/// Refuses, before anything is held, a request the first candidate's wire format cannot carry
+/// faithfully (a later candidate of that kind is skipped instead).
+fn check_first(
+    rt: &Runtime,
+    req: &ChatRequest<'_>,
+    front: &Front<'_>,
+    first: &ModelSpec,
+) -> Result<(), GatewayError> {
+    let Some(provider) = rt.pools.get(&first.provider).map(|p| &p.provider) else {
+        return Ok(());
+    };
+    match (front.anthropic, provider.kind.wire()) {
+        (None, ProviderKind::Anthropic) => check_translatable(req)?,
+        (Some(original), ProviderKind::OpenAi) => original.check_openai_translatable()?,
+        _ => {}
+    }
+    match front.responses {
+        Some(r) if !provider.responses_api => r.request.check_bridgeable(&first.id),
+        _ => Ok(()),
+    }
 }
 
 /// What the settlement charged, with its parts at the rates of the model that served: `None`
@@ -271,24 +293,7 @@ pub async fn serve(
             )));
         }
     }
-    let first_kind = rt
-        .pools
-        .get(&first.provider)
-        .map(|p| p.provider.kind.wire());
-    match (anthropic, first_kind) {
-        (None, Some(ProviderKind::Anthropic)) => check_translatable(req)?,
-        (Some(original), Some(ProviderKind::OpenAi)) => original.check_openai_translatable()?,
-        _ => {}
-    }
-    if let Some(r) = front.responses {
-        let native = rt
-            .pools
-            .get(&first.provider)
-            .map(|p| p.provider.responses_api);
-        if native == Some(false) {
-            r.request.check_bridgeable(&first.id)?;
-        }
-    }
+    check_first(&rt, req, &front, first)?;
     if let Caller::Key(key) = caller {
         hold(shared, ctx, key, catalog.model(candidates[0]), req).await?;
     }

@@ -15,8 +15,6 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use super::store::StoreError;
-
 /// When (ms) the circuit opened; 0: closed.
 static OPEN_SINCE_MS: AtomicI64 = AtomicI64::new(0);
 
@@ -25,12 +23,20 @@ pub fn is_open() -> bool {
     OPEN_SINCE_MS.load(Ordering::Relaxed) != 0
 }
 
+/// The error of a call not sent because the circuit is open (a store error: 503).
+#[derive(Debug)]
+pub struct CircuitOpen;
+
+impl std::fmt::Display for CircuitOpen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the ledger store does not answer (circuit open; probed in the background)")
+    }
+}
+
 /// An error at once while the circuit is open.
-pub fn check() -> Result<(), StoreError> {
+pub fn check() -> Result<(), CircuitOpen> {
     if is_open() {
-        return Err(StoreError(
-            "the ledger store does not answer (circuit open; probed in the background)".into(),
-        ));
+        return Err(CircuitOpen);
     }
     Ok(())
 }

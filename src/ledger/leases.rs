@@ -147,7 +147,6 @@ impl Ledger {
     /// after a lost commit acknowledgement) are skipped and not charged again. A lease that the
     /// reaper already refunded (`lost`) has its batch charged to the balance, clamped at zero.
     pub async fn lease_sync(&self, r: &LeaseRound<'_>) -> Result<LeaseSynced> {
-        super::breaker::check()?;
         let postgres = matches!(self, Ledger::Postgres(_));
         on_pool!(self, p => {
             // The rows are inserted without RETURNING: every returned row was one message

@@ -63,6 +63,12 @@ fn sqlite_recently_troubled() -> bool {
     crate::clock::now_ms() - SQLITE_TROUBLE_MS.load(Ordering::Relaxed) < RECYCLE_AFTER_TROUBLE_MS
 }
 
+impl From<super::breaker::CircuitOpen> for StoreError {
+    fn from(e: super::breaker::CircuitOpen) -> Self {
+        StoreError(e.to_string())
+    }
+}
+
 impl From<sqlx::migrate::MigrateError> for StoreError {
     fn from(e: sqlx::migrate::MigrateError) -> Self {
         StoreError(e.to_string())

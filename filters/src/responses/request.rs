@@ -242,34 +242,16 @@ pub fn parse_responses_request(raw: &[u8]) -> Result<ResponsesRequest, GatewayEr
         None => Value::Null,
         Some(m) => check_metadata(m)?,
     };
-    let mut namespaced = Vec::new();
-    let mut tools = Vec::new();
-    let mut hosted_tools = Vec::new();
-    match get("tools") {
-        None => {}
-        Some(Value::Array(list)) => {
-            for (i, t) in list.iter().enumerate() {
-                match t.get("type").and_then(Value::as_str) {
-                    Some(kind) if is_hosted_tool(kind) => hosted_tools.push(kind.to_owned()),
-                    _ => chat_tools(i, t, &mut tools, &mut namespaced)?,
-                }
-            }
-        }
-        Some(_) => return Err(field_err("tools", "must be an array")),
-    }
-    if !tools.is_empty() {
-        chat.insert("tools".into(), Value::Array(tools));
-        chat.insert("parallel_tool_calls".into(), parallel_tool_calls.into());
-    }
-    let mut forced_hosted = None;
-    if let Some(choice) = get("tool_choice") {
-        match choice.get("type").and_then(Value::as_str) {
-            Some(kind) if is_hosted_tool(kind) => forced_hosted = Some(kind.to_owned()),
-            _ => {
-                chat.insert("tool_choice".into(), chat_tool_choice(choice)?);
-            }
-        }
-    }
+    let Tools {
+        namespaced,
+        hosted: hosted_tools,
+        forced_hosted,
+    } = read_tools(
+        get("tools"),
+        get("tool_choice"),
+        parallel_tool_calls,
+        &mut chat,
+    )?;
     if let Some(text) = get("text") {
         read_text(text, &mut chat)?;
     }
@@ -370,6 +352,53 @@ impl ResponsesRequest {
 /// one; a `namespace` tool's functions are one each, named `{namespace}__{name}` (recorded in
 /// `namespaced`, so a call is answered with its name and namespace). A hosted tool (web search,
 /// file search, a computer, …) runs at OpenAI, which no chat provider can stand in for: refused.
+/// What `tools` and `tool_choice` say beyond the chat members they are written as.
+struct Tools {
+    namespaced: Vec<(String, String, String)>,
+    hosted: Vec<String>,
+    forced_hosted: Option<String>,
+}
+
+/// `tools` and `tool_choice` as the chat request's members; hosted tools kept apart.
+fn read_tools(
+    tools: Option<&Value>,
+    choice: Option<&Value>,
+    parallel_tool_calls: bool,
+    chat: &mut Map<String, Value>,
+) -> Result<Tools, GatewayError> {
+    let mut read = Tools {
+        namespaced: Vec::new(),
+        hosted: Vec::new(),
+        forced_hosted: None,
+    };
+    let mut functions = Vec::new();
+    match tools {
+        None => {}
+        Some(Value::Array(list)) => {
+            for (i, t) in list.iter().enumerate() {
+                match t.get("type").and_then(Value::as_str) {
+                    Some(kind) if is_hosted_tool(kind) => read.hosted.push(kind.to_owned()),
+                    _ => chat_tools(i, t, &mut functions, &mut read.namespaced)?,
+                }
+            }
+        }
+        Some(_) => return Err(field_err("tools", "must be an array")),
+    }
+    if !functions.is_empty() {
+        chat.insert("tools".into(), Value::Array(functions));
+        chat.insert("parallel_tool_calls".into(), parallel_tool_calls.into());
+    }
+    if let Some(choice) = choice {
+        match choice.get("type").and_then(Value::as_str) {
+            Some(kind) if is_hosted_tool(kind) => read.forced_hosted = Some(kind.to_owned()),
+            _ => {
+                chat.insert("tool_choice".into(), chat_tool_choice(choice)?);
+            }
+        }
+    }
+    Ok(read)
+}
+
 fn chat_tools(
     i: usize,
     t: &Value,

@@ -367,7 +367,11 @@ impl Leases {
             give_back: start.give_back,
             expires_at: self.expires_at(),
         };
-        let result = ledger.lease_sync(&r).await;
+        // Not sent while the ledger is known down (its circuit): the round fails at once.
+        let result = match crate::ledger::breaker::check() {
+            Ok(()) => ledger.lease_sync(&r).await,
+            Err(open) => Err(open.into()),
+        };
         let mut map = locked(&self.accounts);
         let Some(e) = map.get_mut(account) else {
             return Ok(false);
