@@ -187,15 +187,6 @@ async fn a_client_that_never_reads_its_stream_is_let_go_and_its_hold_settled() {
     drop(s);
 }
 
-/// The sum of the samples of `series` (a metric's name and labels as `/metrics` writes them).
-async fn metric(gw: &Gateway, series: &str) -> f64 {
-    let text = get(gw.metrics_addr, "/metrics").await.text();
-    text.lines()
-        .filter(|l| l.starts_with(series))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// The gateway's resident memory, in KiB.
 fn rss_kib(gw: &Gateway) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{}/status", gw.child.id())).unwrap();
@@ -235,7 +226,7 @@ async fn a_flood_of_distinct_invalid_keys_costs_one_lookup_each_in_bounded_memor
     let gw = std::sync::Arc::new(Gateway::start_opts(tollgate_bin!(), &cfg, opts).await);
     let rss_before = rss_kib(&gw);
     let lookups = "tollgate_key_lookups_total{result=\"unknown\"}";
-    let before = metric(&gw, lookups).await;
+    let before = gw.metric(lookups).await;
     // Valid traffic throughout.
     let valid = {
         let gw = gw.clone();
@@ -283,7 +274,7 @@ async fn a_flood_of_distinct_invalid_keys_costs_one_lookup_each_in_bounded_memor
         let r = models_as(&gw, &format!("tg_short{i}"), "10.9.9.9").await;
         assert_eq!(r.status, 401);
     }
-    let looked_up = metric(&gw, lookups).await - before;
+    let looked_up = gw.metric(lookups).await - before;
     assert_eq!(looked_up, KEYS as f64, "one ledger lookup per distinct key");
     let grew = rss_kib(&gw).saturating_sub(rss_before);
     eprintln!("invalid-key flood: {KEYS} distinct keys twice, RSS grew {grew} KiB");
@@ -302,7 +293,7 @@ async fn a_new_keys_first_burst_is_looked_up_once() {
     let gw = std::sync::Arc::new(gw);
     let (_user, key) = gw.signup(&unique_email()).await;
     let found = "tollgate_key_lookups_total{result=\"found\"}";
-    let before = metric(&gw, found).await;
+    let before = gw.metric(found).await;
     let burst: Vec<_> = (0..50)
         .map(|_| {
             let (gw, key) = (gw.clone(), key.clone());
@@ -313,7 +304,7 @@ async fn a_new_keys_first_burst_is_looked_up_once() {
         assert_eq!(b.await.unwrap(), 200);
     }
     assert_eq!(
-        metric(&gw, found).await - before,
+        gw.metric(found).await - before,
         1.0,
         "one lookup for the burst"
     );
@@ -337,7 +328,7 @@ async fn an_address_sending_unknown_keys_gets_no_more_lookups_until_its_minute_e
     }
     assert_eq!(models_as(&gw, &valid, "127.0.0.1").await.status, 200);
     let unknown = "tollgate_key_lookups_total{result=\"unknown\"}";
-    let before = metric(&gw, unknown).await;
+    let before = gw.metric(unknown).await;
     for i in 0..5 {
         models_as(&gw, &unknown_key(i), "127.0.0.1")
             .await
@@ -353,6 +344,6 @@ async fn an_address_sending_unknown_keys_gets_no_more_lookups_until_its_minute_e
         .await
         .error(401, "authentication_error");
     assert_eq!(models_as(&gw, &valid, "127.0.0.1").await.status, 200);
-    assert_eq!(metric(&gw, unknown).await - before, 5.0);
+    assert_eq!(gw.metric(unknown).await - before, 5.0);
     assert!(gw.is_healthy().await);
 }

@@ -208,15 +208,6 @@ async fn embeddings_are_charged_exactly_and_fail_over_only_within_the_models_poo
     assert!(ok.iter().all(|id| served.iter().any(|(r, _)| r == id)));
 }
 
-/// The sum of a counter's samples in the gateway's `/metrics`.
-async fn counter(gw: &Gateway, name: &str) -> f64 {
-    let text = get(gw.metrics_addr, "/metrics").await.text();
-    text.lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 #[tokio::test]
 async fn inputs_that_count_above_one_token_per_3_bytes_are_charged_exactly_what_the_provider_reports(
 ) {
@@ -267,9 +258,9 @@ async fn inputs_that_count_above_one_token_per_3_bytes_are_charged_exactly_what_
     let books_now = books::settled(&gw.config_db(), &gw.user_id).await;
     assert_eq!(initial - books_now.money, tokens * RATE);
     books::check(&gw.config_db(), &gw.user_id, initial, &ok).await;
-    assert!(counter(gw, "tollgate_usage_over_hold_total").await >= 1.0);
+    assert!(gw.metric("tollgate_usage_over_hold_total").await >= 1.0);
     assert_eq!(
-        counter(gw, "tollgate_credits_uncharged_micros_total").await,
+        gw.metric("tollgate_credits_uncharged_micros_total").await,
         0.0
     );
 
@@ -289,7 +280,7 @@ async fn inputs_that_count_above_one_token_per_3_bytes_are_charged_exactly_what_
         "all the balance had"
     );
     assert_eq!(gw.balance(&poor_key).await, 0);
-    let uncharged = counter(gw, "tollgate_credits_uncharged_micros_total").await;
+    let uncharged = gw.metric("tollgate_credits_uncharged_micros_total").await;
     assert_eq!(uncharged, (900 * RATE - 50_000) as f64);
     assert!(gw.log().contains(&id), "the log names the request");
 }

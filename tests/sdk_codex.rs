@@ -24,14 +24,7 @@ async fn codex_exec_runs_a_turn_with_a_tool_call_through_the_responses_api() {
     fake.set_stream_tool_calls(true);
     let gw = Gateway::start(tollgate_bin!(), &one_model_config(&fake, "m")).await;
     let initial = books::read(&gw.config_db(), &gw.user_id).await.money;
-    let out = codex_exec(codex, &gw, "Say hello").await;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains(&fake.reply_text().trim().to_string()),
-        "codex exec failed\nstdout:\n{stdout}\nstderr:\n{stderr}\ngateway:\n{}",
-        gw.log()
-    );
+    codex_exec(codex, &gw, "Say hello", &fake.reply_text()).await;
     // The tool call, then the answer after Codex sent the tool's output back.
     let sent: Vec<serde_json::Value> = fake.requests().iter().map(|r| r.json()).collect();
     assert!(sent.len() >= 2, "{} model calls", sent.len());
@@ -73,14 +66,7 @@ async fn codex_exec_on_its_defaults_searches_through_a_native_responses_provider
     );
     let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let initial = books::read(&gw.config_db(), &gw.user_id).await.money;
-    let out = codex_exec(codex, &gw, "What is new in Rust?").await;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains(&fake.reply_text().trim().to_string()),
-        "codex exec failed\nstdout:\n{stdout}\nstderr:\n{stderr}\ngateway:\n{}",
-        gw.log()
-    );
+    let (stdout, stderr) = codex_exec(codex, &gw, "What is new in Rust?", &fake.reply_text()).await;
     let sent: Vec<serde_json::Value> = fake
         .requests()
         .into_iter()
@@ -108,8 +94,8 @@ async fn codex_exec_on_its_defaults_searches_through_a_native_responses_provider
 }
 
 /// `codex exec PROMPT` on Codex's default configuration, with Tollgate as its model provider
-/// (model `m`).
-async fn codex_exec(codex: String, gw: &Gateway, prompt: &str) -> std::process::Output {
+/// (model `m`): it must succeed and print `reply`. Returns its stdout and stderr.
+async fn codex_exec(codex: String, gw: &Gateway, prompt: &str, reply: &str) -> (String, String) {
     let home = temp_dir();
     let work = temp_dir();
     let config = format!(
@@ -119,7 +105,7 @@ async fn codex_exec(codex: String, gw: &Gateway, prompt: &str) -> std::process::
     std::fs::write(home.join("config.toml"), config).unwrap();
     let key = gw.key.clone();
     let prompt = prompt.to_owned();
-    tokio::task::spawn_blocking(move || {
+    let out = tokio::task::spawn_blocking(move || {
         Command::new(codex)
             .args(["exec", "--skip-git-repo-check", "--color", "never", &prompt])
             .current_dir(&work)
@@ -130,5 +116,13 @@ async fn codex_exec(codex: String, gw: &Gateway, prompt: &str) -> std::process::
     })
     .await
     .unwrap()
-    .unwrap()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success() && stdout.contains(reply.trim()),
+        "codex exec failed\nstdout:\n{stdout}\nstderr:\n{stderr}\ngateway:\n{}",
+        gw.log()
+    );
+    (stdout, stderr)
 }

@@ -485,6 +485,16 @@ impl Gateway {
     pub async fn is_healthy(&self) -> bool {
         get(self.addr, "/healthz").await.status == 200
     }
+
+    /// The sum of the samples of `series` in `/metrics` (a metric's name, with its labels as
+    /// the exposition writes them to pick some): 0 when there are none.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let text = get(self.metrics_addr, "/metrics").await.text();
+        text.lines()
+            .filter(|l| l.starts_with(series))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
 }
 
 impl Drop for Gateway {

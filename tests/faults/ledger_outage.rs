@@ -15,27 +15,31 @@ use super::load;
 /// `storage.acquire_timeout_ms` of this test.
 const ACQUIRE: Duration = Duration::from_millis(1000);
 
-#[tokio::test]
-async fn a_ledger_outage_is_503_for_the_unleased_while_leases_carry_the_rest() {
+/// A Postgres cluster of the test's own, a fake provider and a gateway on both with `storage`
+/// and this test's acquire timeout; `None` (the skip said) without a cluster.
+async fn start(storage: &str) -> Option<(PrivatePostgres, FakeOpenAi, Gateway)> {
     let pg = match PrivatePostgres::try_start() {
         Ok(pg) => pg,
-        Err(why) => return skip(&format!("no Postgres cluster of this test's own: {why}")),
+        Err(why) => {
+            skip(&format!("no Postgres cluster of this test's own: {why}"));
+            return None;
+        }
     };
     let fake = FakeOpenAi::start("p").await;
-    let cfg = one_model_config(&fake, "m");
-    let gw = Gateway::start_opts(
-        tollgate_bin!(),
-        &cfg,
-        Opts {
-            database_url: Some(pg.url()),
-            storage: format!(
-                "lease_holds = 1024\nlease_idle_secs = 1\nacquire_timeout_ms = {}",
-                ACQUIRE.as_millis()
-            ),
-            ..Opts::default()
-        },
-    )
-    .await;
+    let opts = Opts {
+        database_url: Some(pg.url()),
+        storage: format!("{storage}\nacquire_timeout_ms = {}", ACQUIRE.as_millis()),
+        ..Opts::default()
+    };
+    let gw = Gateway::start_opts(tollgate_bin!(), &one_model_config(&fake, "m"), opts).await;
+    Some((pg, fake, gw))
+}
+
+#[tokio::test]
+async fn a_ledger_outage_is_503_for_the_unleased_while_leases_carry_the_rest() {
+    let Some((pg, fake, gw)) = start("lease_holds = 1024\nlease_idle_secs = 1").await else {
+        return;
+    };
     // A second account whose lease goes back while it is idle: it holds in the database.
     let (idle_user, idle_key) = gw.signup(&unique_email()).await;
     gw.admin_credits(&idle_user, 1_000.0).await;
@@ -134,26 +138,10 @@ async fn a_ledger_outage_is_503_for_the_unleased_while_leases_carry_the_rest() {
 
 #[tokio::test]
 async fn every_request_that_needs_the_ledger_is_answered_within_its_acquire_timeout() {
-    let pg = match PrivatePostgres::try_start() {
-        Ok(pg) => pg,
-        Err(why) => return skip(&format!("no Postgres cluster of this test's own: {why}")),
-    };
-    let fake = FakeOpenAi::start("p").await;
-    let cfg = one_model_config(&fake, "m");
     // No credit leases: every request holds in the database.
-    let gw = Gateway::start_opts(
-        tollgate_bin!(),
-        &cfg,
-        Opts {
-            database_url: Some(pg.url()),
-            storage: format!(
-                "lease_holds = 0\nacquire_timeout_ms = {}",
-                ACQUIRE.as_millis()
-            ),
-            ..Opts::default()
-        },
-    )
-    .await;
+    let Some((pg, fake, gw)) = start("lease_holds = 0").await else {
+        return;
+    };
     let initial = books::read(&pg.url(), &gw.user_id).await.money;
     let load = load::Load::open(gw.addr, &gw.key, Duration::from_millis(20));
     tokio::time::sleep(Duration::from_secs(2)).await;
