@@ -290,41 +290,51 @@ async fn a_cheap_model_is_never_refused_because_of_a_pricier_sibling() {
 }
 
 #[tokio::test]
-async fn absurd_usage_from_an_upstream_is_charged_the_hold_and_counted() {
+async fn absurd_usage_from_an_upstream_is_charged_as_far_as_the_balance_goes_and_counted() {
     let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
     let gw = Gateway::start(tollgate_bin!(), &config(&a, &b)).await;
     a.set_mode(Mode::Usage(u64::MAX, u64::MAX));
-    let before = gw.balance(&gw.key).await;
-    for stream in [false, true] {
+    // A usage above the hold is charged from the balance (README, Cost in every response):
+    // counts saturate at 2^32 - 1 tokens, far above what any balance here pays, so each
+    // request takes what its account has (outside this instance's credit lease), never more,
+    // and the rest is counted.
+    let (_, other) = gw.signup(&unique_email()).await;
+    let mut uncharged = 0i64;
+    for (key, stream) in [(gw.key.clone(), false), (other, true)] {
+        let before = gw.balance(&key).await;
         let r = gw
-            .chat(json!({"model":"cheap","messages":user("hi"),"stream":stream}))
+            .chat_as(
+                Some(&key),
+                &json!({"model":"cheap","messages":user("hi"),"stream":stream}),
+            )
             .await;
         assert_eq!(r.status, 200, "{}", r.text());
-    }
-    // Each request is charged its hold and no more: the prompt estimate (a token per 3 bytes of
-    // the body, at 1,000 µcr) and 1,000 output tokens at 2,000 µcr.
-    let holds: i64 = [false, true]
-        .iter()
-        .map(|s| {
-            let body = json!({"model":"cheap","messages":user("hi"),"stream":s});
-            estimate(&body) * 1_000 + 1_000 * 2_000
-        })
-        .sum();
-    assert_eq!(before - gw.balance(&gw.key).await, holds);
-    let u = gw.usage(&gw.key).await;
-    for row in u["recent"].as_array().unwrap() {
+        let after = gw.balance(&key).await;
+        assert!(after >= 0 && after * 4 <= before, "{before} -> {after}");
+        let cost = i64::from(u32::MAX) * 1_000 + i64::from(u32::MAX) * 2_000;
+        uncharged += cost - (before - after);
+        let u = gw.usage(&key).await;
+        let row = &u["recent"][0];
         assert_eq!(
             row["prompt_tokens"],
             u32::MAX,
             "stored as the largest count"
         );
-        assert!(row["credits"].as_f64().unwrap() > 2.0);
+        assert_eq!(
+            micros(&row["credits"]),
+            before - after,
+            "what the balance fell by"
+        );
     }
-    let metrics = get(gw.metrics_addr, "/metrics").await.text();
-    assert!(
-        metrics.contains("tollgate_usage_over_hold_total{model=\"cheap\"} 2"),
-        "{metrics}"
+    assert_eq!(
+        gw.metric("tollgate_usage_over_hold_total{model=\"cheap\"}")
+            .await,
+        2.0
     );
+    let counted = gw
+        .metric("tollgate_credits_uncharged_micros_total{model=\"cheap\"}")
+        .await;
+    assert_eq!(counted, uncharged as f64);
     assert!(gw.is_healthy().await);
 }
 

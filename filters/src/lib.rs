@@ -101,6 +101,21 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Every count at most `u32::MAX`: no model reads or writes four billion tokens in one
+    /// request, so a count above that (only a hostile upstream sends one) is taken as that,
+    /// as the usage row stores it, and a cost computed from it cannot overflow.
+    pub fn saturated(self) -> Usage {
+        let c = |n: u64| n.min(u64::from(u32::MAX));
+        Usage {
+            prompt_tokens: c(self.prompt_tokens),
+            completion_tokens: c(self.completion_tokens),
+            cache_read_tokens: c(self.cache_read_tokens),
+            cache_write_tokens: c(self.cache_write_tokens),
+            cache_write_1h_tokens: c(self.cache_write_1h_tokens),
+            reasoning_tokens: c(self.reasoning_tokens),
+        }
+    }
+
     /// Saturates: an upstream's counts are not trusted to be sane.
     pub fn total(&self) -> u64 {
         self.prompt_tokens.saturating_add(self.completion_tokens)

@@ -249,7 +249,7 @@ impl Served<'_> {
     pub fn cost(&self) -> i64 {
         match (self.legs, &self.rates) {
             (Some(l), _) => l.cost(),
-            (None, Some(rates)) => credits::cost_at(self.usage, rates),
+            (None, Some(rates)) => credits::cost_at(self.usage.saturated(), rates),
             (None, None) => 0,
         }
     }
