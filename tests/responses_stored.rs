@@ -233,12 +233,21 @@ async fn bad_responses_requests_are_refused_in_the_responses_shape_and_nothing_i
             Some("input[0].call_id"),
         ),
         (
-            json!({"model": "m", "input": "x", "tools": [{"type": "file_search"}]})
+            json!({"model": "m", "input": "x", "tools": [{"type": "computer_use_preview"}]})
                 .to_string()
                 .into_bytes(),
             400,
             "invalid_request",
             Some("tools[0].type"),
+        ),
+        (
+            // A hosted tool forced on a model served through chat completions.
+            json!({"model": "m", "input": "x", "tools": [{"type": "file_search"}], "tool_choice": {"type": "file_search"}})
+                .to_string()
+                .into_bytes(),
+            400,
+            "invalid_request",
+            Some("tool_choice"),
         ),
         (
             json!({"model": "m", "input": "x", "tool_choice": "sometimes"})

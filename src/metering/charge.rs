@@ -202,11 +202,16 @@ impl Charge {
             (Some(n), Some(l)) => Some(format!("{n}; {}", l.note())),
         };
         served.hold_note = note.as_deref();
-        // What the settlement charges when it cannot say: the cost, owed and retried until
+        // A key's budget caps the charge at the hold (it is the key's limit on money); else
+        // what the settlement charges when it cannot say: the cost, owed and retried until
         // written.
-        let owed = served.cost();
+        let capped = self.reserved.is_some();
+        let owed = match capped {
+            true => served.cost().min(self.hold.held),
+            false => served.cost(),
+        };
         let account = served.legs.map(|_| self.hold.account_id.clone());
-        let written = settle(meter, self.hold, &served).await;
+        let written = settle(meter, self.hold, &served, capped).await;
         if let (Some(legs), Some(account)) = (served.legs, account) {
             let rows = legs.rows(served.request_id, &account, crate::clock::now_ms());
             if let Err(e) = meter.ledger.write_legs(&rows).await {

@@ -268,10 +268,16 @@ pub struct Written {
 
 /// Settles a hold: the actual cost of the model used (nothing when no model produced output),
 /// one usage row. A cost above the hold (a prompt above its estimate) is charged from the
-/// balance as far as it goes; what it could not pay is counted, never dropped silently.
-/// `None` when the ledger failed: the settlement then waits in [`unsettled`] and is retried
-/// until it commits.
-pub async fn settle(meter: &Meter<'_>, hold: PlacedHold, served: &Served<'_>) -> Option<Written> {
+/// balance as far as it goes, unless `capped` (a key's budget, which the hold stayed within,
+/// is a limit on money: charged the hold); what it could not charge is counted, never dropped
+/// silently. `None` when the ledger failed: the settlement then waits in [`unsettled`] and is
+/// retried until it commits.
+pub async fn settle(
+    meter: &Meter<'_>,
+    hold: PlacedHold,
+    served: &Served<'_>,
+    capped: bool,
+) -> Option<Written> {
     let cost = served.cost();
     let model = served.model_used.unwrap_or_default();
     if cost > hold.held {
@@ -281,6 +287,7 @@ pub async fn settle(meter: &Meter<'_>, hold: PlacedHold, served: &Served<'_>) ->
             .with_label_values(&[model])
             .inc();
     }
+    let owed = if capped { cost.min(hold.held) } else { cost };
     // No model reads or writes four billion tokens in one request; a count above that (only a
     // hostile upstream sends one) is stored as that, so that usage sums cannot overflow.
     let count = |n: u64| i64::from(u32::try_from(n).unwrap_or(u32::MAX));
@@ -294,7 +301,7 @@ pub async fn settle(meter: &Meter<'_>, hold: PlacedHold, served: &Served<'_>) ->
         provider: served.provider.map(str::to_owned),
         prompt_tokens: count(served.usage.prompt_tokens),
         completion_tokens: count(served.usage.completion_tokens),
-        cost,
+        cost: owed,
         status: i64::from(if served.status == 0 {
             200
         } else {

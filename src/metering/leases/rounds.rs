@@ -25,7 +25,16 @@ impl Leases {
             });
             map.iter()
                 .filter_map(|(account, e)| {
-                    let kind = e.lease.as_ref()?.due(now, self.idle, self.renew)?;
+                    let lease = e.lease.as_ref()?;
+                    let kind = lease.due(now, self.idle, self.renew)?;
+                    // An idle lease is not returned while the ledger is known down: the return
+                    // could not commit, and a lease on its way out takes no more holds, so an
+                    // account whose requests were slowed by the outage would lose the lease
+                    // that was to carry it through.
+                    if kind == Round::Release && !lease.closing && crate::ledger::breaker::is_open()
+                    {
+                        return None;
+                    }
                     Some((account.clone(), e.lock.clone(), kind))
                 })
                 .collect()
