@@ -123,7 +123,11 @@ fn main() {
         std::process::exit(2);
     };
     // One Lean per service, each with its idle lists (they are per thread within one anyway).
-    tollgate::server::add_proxy_services(&mut server, listen, threads, || Lean {
+    // The open-file limit raised and the connection bound derived from it, as Tollgate does.
+    let max_connections = tollgate::proxy::capacity::default_max_connections(
+        tollgate::proxy::capacity::raise_fd_limit(),
+    );
+    tollgate::server::add_proxy_services(&mut server, listen, threads, max_connections, || Lean {
         peer: upstream_peer.clone(),
         host: upstream.clone(),
         connections: Connections::default(),

@@ -43,6 +43,13 @@ pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, Stri
     let metrics_listen = config.server.metrics_listen;
     let threads = config.server.threads;
     let grace = config.server.graceful_shutdown_secs;
+    // The host's limit first: everything after may open files.
+    let fd_limit = crate::proxy::capacity::raise_fd_limit();
+    let max_connections = config
+        .server
+        .max_connections
+        .unwrap_or_else(|| crate::proxy::capacity::default_max_connections(fd_limit));
+    tracing::info!(max_connections, "client connections held at most");
     let runtime = boot.block_on(Runtime::build(config))?;
     drop(boot);
     let shared = Shared::new(runtime, config_path);
@@ -60,7 +67,7 @@ pub fn build_server(config: Config, config_path: PathBuf) -> Result<Server, Stri
     let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
     server.bootstrap();
 
-    add_proxy_services(&mut server, listen, threads, || Gateway {
+    add_proxy_services(&mut server, listen, threads, max_connections, || Gateway {
         shared: shared.clone(),
     });
 
@@ -117,8 +124,10 @@ pub fn add_proxy_services<A: HttpServerApp + Send + Sync + 'static>(
     server: &mut Server,
     listen: SocketAddr,
     threads: usize,
+    max_connections: usize,
     app: impl Fn() -> A,
 ) {
+    let gate = crate::proxy::capacity::Gate::new(max_connections);
     for (i, l) in proxy_listeners(listen, threads).into_iter().enumerate() {
         server.add_service(ProxyService {
             name: format!("proxy {i}"),
@@ -126,6 +135,7 @@ pub fn add_proxy_services<A: HttpServerApp + Send + Sync + 'static>(
             reuse_port: l.reuse_port,
             threads: l.threads,
             app: Some(app()),
+            gate: gate.clone(),
         });
     }
 }

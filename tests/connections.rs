@@ -167,3 +167,122 @@ async fn an_address_taken_by_another_process_stops_the_gateway_with_an_error() {
     drop(taken);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// This test process's own soft open-file limit raised to its hard one (it opens thousands of
+/// client connections); the hard limit.
+fn raise_own_fd_limit() -> u64 {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).unwrap();
+    hard
+}
+
+/// CPU seconds the process has used (user and system), from `/proc/PID/stat`.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<u64> = rest
+        .split(' ')
+        .skip(11)
+        .take(2)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    (f[0] + f[1]) as f64 / 100.0
+}
+
+#[tokio::test]
+async fn started_with_a_soft_limit_of_1024_it_holds_5000_idle_connections_and_still_answers() {
+    if raise_own_fd_limit() < 12_000 {
+        return skip("this host's hard open-file limit is below 12,000");
+    }
+    let fake = FakeOpenAi::start("p").await;
+    let opts = Opts {
+        nofile: Some((1024, 20_000)),
+        ..Opts::default()
+    };
+    let gw = Gateway::start_opts(tollgate_bin!(), &one_model_config(&fake, "m"), opts).await;
+    assert!(
+        gw.log()
+            .contains("raised the open-file limit to its hard limit"),
+        "{}",
+        gw.log()
+    );
+    let mut idle = Vec::new();
+    for _ in 0..5_000 {
+        idle.push(TcpStream::connect(gw.addr).await.expect("connect"));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t = std::time::Instant::now();
+    assert!(gw.is_healthy().await);
+    let r = gw.chat(json_hi()).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    // The idle ones are still open and served.
+    for s in idle.iter_mut().step_by(1_000) {
+        assert_eq!(ask_models(s, gw.addr).await, 200);
+    }
+    assert!(
+        !gw.log().contains("out of file descriptors"),
+        "{}",
+        gw.log()
+    );
+}
+
+fn json_hi() -> serde_json::Value {
+    serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+}
+
+#[tokio::test]
+async fn at_max_connections_new_ones_wait_without_spinning_and_are_served_as_others_close() {
+    let fake = FakeOpenAi::start("p").await;
+    let opts = Opts {
+        server_extra: "max_connections = 40".into(),
+        ..Opts::default()
+    };
+    let gw = Gateway::start_opts(tollgate_bin!(), &one_model_config(&fake, "m"), opts).await;
+    // The start-up's own readiness probe has closed; 40 idle clients take every place.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut idle = Vec::new();
+    for _ in 0..40 {
+        idle.push(TcpStream::connect(gw.addr).await.expect("connect"));
+    }
+    // Each served once, so each is accepted (each proxy thread's socket has its own queue, and
+    // a thread could otherwise accept a later connection before an earlier one on the other).
+    for s in idle.iter_mut() {
+        assert_eq!(ask_models(s, gw.addr).await, 200);
+    }
+    // 20 more connect (the kernel's backlog takes them) and ask, but are not accepted.
+    let mut waiting = Vec::new();
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(gw.addr).await.expect("connect");
+        let req = format!("GET /v1/models HTTP/1.1\r\nHost: {}\r\n\r\n", gw.addr);
+        s.write_all(req.as_bytes()).await.unwrap();
+        waiting.push(s);
+    }
+    let pid = gw.child.id();
+    let cpu = cpu_secs(pid);
+    let mut b = [0u8; 16];
+    let answered = tokio::time::timeout(Duration::from_secs(2), waiting[0].read(&mut b)).await;
+    assert!(
+        answered.is_err(),
+        "served past the bound: {answered:?} {:?}",
+        String::from_utf8_lossy(&b)
+    );
+    let used = cpu_secs(pid) - cpu;
+    assert!(
+        used < 0.1,
+        "{used} s of CPU in 2 s while the flood waits (a spin)"
+    );
+    // Connections already open keep being served at the bound.
+    assert_eq!(ask_models(&mut idle[0], gw.addr).await, 200);
+    // As 25 close, the 20 waiting are accepted and answered.
+    idle.truncate(15);
+    for s in waiting.iter_mut() {
+        let (status, _) = tokio::time::timeout(Duration::from_secs(3), read_response(s))
+            .await
+            .expect("a waiting connection was served once others closed");
+        assert_eq!(status, 200);
+    }
+    assert!(gw.log().contains("at the connection bound"), "{}", gw.log());
+}

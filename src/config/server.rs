@@ -21,6 +21,9 @@ pub struct ServerSection {
     pub threads: usize,
     /// Seconds a stopping instance keeps serving in-flight requests.
     pub graceful_shutdown_secs: u64,
+    /// Client connections held at once; 0: the open-file limit less a reserve
+    /// (`proxy::capacity`).
+    pub max_connections: usize,
     /// Accounts whose dashboard session may use the admin API (operators).
     pub admin_emails: Vec<String>,
     /// `text` (default) or `json`: one object per line for a log collector.
@@ -45,6 +48,7 @@ impl Default for ServerSection {
             max_body_bytes: 4 * 1024 * 1024,
             threads: 2,
             graceful_shutdown_secs: 10,
+            max_connections: 0,
             admin_emails: vec![],
             log_format: "text".into(),
         }
@@ -68,6 +72,8 @@ pub struct Server {
     pub max_body_bytes: usize,
     pub threads: usize,
     pub graceful_shutdown_secs: u64,
+    /// `None`: derived from the open-file limit at start.
+    pub max_connections: Option<usize>,
     /// Lower-cased, as sign-up stores e-mails.
     pub admin_emails: Vec<String>,
     pub log_format: LogFormat,
@@ -152,6 +158,7 @@ impl ServerSection {
             max_body_bytes: self.max_body_bytes,
             threads: self.threads,
             graceful_shutdown_secs: self.graceful_shutdown_secs,
+            max_connections: (self.max_connections > 0).then_some(self.max_connections),
             admin_emails,
             log_format,
         }

@@ -32,6 +32,8 @@ use pingora::server::{ListenFds, ShutdownWatch};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadBuf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
+use super::capacity::Gate;
+
 /// How long a connection may wait for its next request (Pingora's default keep-alive).
 const KEEPALIVE: Duration = Duration::from_secs(60);
 /// The listen backlog (Pingora's).
@@ -48,6 +50,8 @@ pub struct ProxyService<A> {
     pub reuse_port: bool,
     pub threads: usize,
     pub app: Option<A>,
+    /// The connection bound this listener's accept loops share.
+    pub gate: Gate,
 }
 
 #[async_trait]
@@ -70,7 +74,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> pingora::services::Service for Pr
                 std::process::exit(1);
             }
         };
-        accept_loop(Arc::new(app), listener, shutdown).await;
+        accept_loop(Arc::new(app), listener, self.gate.clone(), shutdown).await;
     }
 
     fn name(&self) -> &str {
@@ -95,13 +99,25 @@ fn bind(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> {
     socket.listen(BACKLOG)
 }
 
+/// How long the accept loop pauses when the process is out of file descriptors: accept would
+/// fail again at once, so it lets some connections close (no spin, no error storm).
+const OUT_OF_FDS_PAUSE: Duration = Duration::from_millis(250);
+
 async fn accept_loop<A: HttpServerApp + Send + Sync + 'static>(
     app: Arc<A>,
     listener: TcpListener,
+    gate: Gate,
     shutdown: ShutdownWatch,
 ) {
     let mut stopping = shutdown.clone();
     loop {
+        // At the connection bound nothing is accepted: new clients wait in the backlog until a
+        // connection closes, while the open ones (a health check's among them) are served.
+        tokio::select! {
+            biased;
+            _ = stopping.wait_for(|stop| *stop) => return,
+            () = gate.room() => {}
+        };
         let accepted = tokio::select! {
             biased;
             _ = stopping.wait_for(|stop| *stop) => return,
@@ -109,13 +125,24 @@ async fn accept_loop<A: HttpServerApp + Send + Sync + 'static>(
         };
         match accepted {
             Ok((tcp, peer)) => {
-                tokio::spawn(connection(app.clone(), tcp, peer, shutdown.clone()));
+                tokio::spawn(connection(
+                    app.clone(),
+                    tcp,
+                    peer,
+                    shutdown.clone(),
+                    gate.clone(),
+                ));
             }
             Err(e) => {
-                tracing::warn!("accept: {e}");
-                // Out of file descriptors: accept would fail again at once; let some close.
-                if e.raw_os_error() == Some(24) {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                let out_of_fds = matches!(
+                    e.raw_os_error().map(nix::errno::Errno::from_raw),
+                    Some(nix::errno::Errno::EMFILE | nix::errno::Errno::ENFILE)
+                );
+                if out_of_fds {
+                    tracing::warn!("accept: out of file descriptors ({e}); pausing {OUT_OF_FDS_PAUSE:?} for connections to close");
+                    tokio::time::sleep(OUT_OF_FDS_PAUSE).await;
+                } else {
+                    tracing::warn!("accept: {e}");
                 }
             }
         }
@@ -123,13 +150,19 @@ async fn accept_loop<A: HttpServerApp + Send + Sync + 'static>(
 }
 
 /// One client connection: wait for a request's bytes, serve it, and again while keep-alive
-/// holds.
+/// holds. Its place under the connection bound goes back when it closes.
 async fn connection<A: HttpServerApp + Send + Sync + 'static>(
     app: Arc<A>,
     tcp: TcpStream,
     peer: SocketAddr,
     shutdown: ShutdownWatch,
+    gate: Gate,
 ) {
+    // Its place among the connections held, kept until it closes (taken at once but for a
+    // race between two accept loops at the bound).
+    let Some(_place) = gate.admit().await else {
+        return;
+    };
     if tcp.set_nodelay(true).is_err() {
         return;
     }

@@ -140,6 +140,9 @@ pub struct Opts {
     pub abuse: Option<String>,
     /// Extra environment of the process (e.g. `TOLLGATE_CLOCK_OFFSET_MS`).
     pub env: Vec<(String, String)>,
+    /// Start it with this soft and hard open-file limit (through util-linux's `prlimit`, as a
+    /// service manager would).
+    pub nofile: Option<(u64, u64)>,
 }
 
 impl Gateway {
@@ -197,7 +200,15 @@ impl Gateway {
         let config_path = dir.join("tollgate.toml");
         std::fs::write(&config_path, format!("{server_section}{body}")).unwrap();
         let log = std::fs::File::create(dir.join("gateway.log")).unwrap();
-        let child = Command::new(bin)
+        let mut command = match opts.nofile {
+            Some((soft, hard)) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={soft}:{hard}")).arg("--").arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let child = command
             .args(["serve", "--config"])
             .arg(&config_path)
             .env("TOLLGATE_LOG", opts.log.as_deref().unwrap_or("info"))
