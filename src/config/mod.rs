@@ -296,7 +296,7 @@ kind = \"openai\"
     #[test]
     fn abuse_limits_and_the_new_deadlines_are_checked() {
         let errs = parse(
-            "[timeouts]\nrequest_body = 0\nclient_write = -2\n[abuse]\nsignups_per_hour = 0\nlogins_per_day = 0\n",
+            "[timeouts]\nrequest_body = 0\nclient_write = -2\n[abuse]\nsignups_per_hour = 0\nlogins_per_day = 0\ninvalid_keys_per_minute = 0\n",
         )
         .unwrap_err();
         let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
@@ -305,6 +305,7 @@ kind = \"openai\"
             "timeouts.client_write",
             "abuse.signups_per_hour",
             "abuse.logins_per_day",
+            "abuse.invalid_keys_per_minute",
         ] {
             assert!(paths.contains(&p), "missing {p} in {paths:?}");
         }
@@ -315,6 +316,24 @@ kind = \"openai\"
         let c = parse("[abuse]\nsignups_per_hour = 2\n").unwrap();
         assert_eq!(c.abuse.signups.per_hour, Some(2));
         assert_eq!(c.abuse.signups.per_day, Some(20), "the default");
+        assert_eq!(c.abuse.invalid_keys_per_minute, 60, "the default");
+        // The connection bound: 0 is derived at start; anything but a count is refused.
+        assert_eq!(
+            parse("[server]\nmax_connections = 0\n")
+                .unwrap()
+                .server
+                .max_connections,
+            None
+        );
+        assert_eq!(
+            parse("[server]\nmax_connections = 9\n")
+                .unwrap()
+                .server
+                .max_connections,
+            Some(9)
+        );
+        assert!(parse("[server]\nmax_connections = -1\n").is_err());
+        assert!(parse("[server]\nmax_connections = \"many\"\n").is_err());
     }
 
     #[test]
