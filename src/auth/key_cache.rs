@@ -106,12 +106,12 @@ impl KeyCache {
             return Err(unauthorized());
         }
         let hash = keys::hash(presented);
-        if self.unknown.contains(&hash) {
-            return Err(unauthorized());
-        }
         let now = Instant::now();
         if let Some(auth) = self.fresh(ledger, &hash, now) {
             return Ok(auth);
+        }
+        if self.unknown.contains(&hash) {
+            return Err(unauthorized());
         }
         // A key this instance has not seen lately, from an address that has been sending
         // unknown ones: not looked up until its minute ends (a key seen before is, so that a
