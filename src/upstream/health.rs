@@ -4,8 +4,9 @@
 //! regions of one provider), and a check sent with another endpoint's name would test the
 //! wrong virtual host or fail its certificate.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,7 +20,12 @@ use crate::config::{EndpointUrl, Provider};
 
 /// One HTTP check per endpoint address, each built from that endpoint's URL.
 pub struct PerEndpoint {
+    provider: String,
     checks: HashMap<SocketAddr, HttpHealthCheck>,
+    /// Endpoints whose last check failed: a failure is logged when an endpoint turns
+    /// unhealthy (with its reason, a TLS one included), a recovery when it comes back, not
+    /// every interval.
+    failing: Mutex<HashSet<SocketAddr>>,
 }
 
 /// The check of a pool's endpoints (URL and the address it resolved to).
@@ -35,23 +41,50 @@ pub fn pool_check(
             checks.insert(*addr, http_check(provider, url, hc)?);
         }
     }
-    Ok(PerEndpoint { checks })
+    Ok(PerEndpoint {
+        provider: provider.name.clone(),
+        checks,
+        failing: Mutex::default(),
+    })
+}
+
+impl PerEndpoint {
+    /// Logs a change of an endpoint's health: the reason when it fails (Pingora's own
+    /// reports go to the `log` crate, which the gateway's log does not show).
+    fn record(&self, addr: SocketAddr, result: &pingora::Result<()>) {
+        let Ok(mut failing) = self.failing.lock() else {
+            return;
+        };
+        match result {
+            Err(e) if failing.insert(addr) => {
+                tracing::warn!(provider = %self.provider, endpoint = %addr, "health check failed: {e}");
+            }
+            Ok(()) if failing.remove(&addr) => {
+                tracing::info!(provider = %self.provider, endpoint = %addr, "health check passes again");
+            }
+            _ => {}
+        }
+    }
 }
 
 #[async_trait]
 impl PingoraCheck for PerEndpoint {
     async fn check(&self, target: &Backend) -> pingora::Result<()> {
-        let check = match &target.addr {
-            PingoraAddr::Inet(a) => self.checks.get(a),
-            _ => None,
+        let (addr, check) = match &target.addr {
+            PingoraAddr::Inet(a) => (Some(*a), self.checks.get(a)),
+            _ => (None, None),
         };
-        match check {
+        let result = match check {
             Some(c) => c.check(target).await,
             None => Err(pingora::Error::explain(
                 pingora::ErrorType::InternalError,
                 "no health check for this endpoint",
             )),
+        };
+        if let Some(addr) = addr {
+            self.record(addr, &result);
         }
+        result
     }
 
     fn health_threshold(&self, _success: bool) -> usize {
@@ -65,7 +98,13 @@ fn http_check(
     url: &EndpointUrl,
     hc: &HealthCheck,
 ) -> Result<HttpHealthCheck, String> {
+    // `Host` names the port when it is not the scheme's; the TLS server name never does
+    // (rustls refuses `host:port` before a byte is sent), so it is set apart, as the request
+    // path sets it (`upstream::pool`).
     let mut check = HttpHealthCheck::new(&url.authority(), url.tls);
+    if url.tls {
+        check.peer_template.sni = url.host.clone();
+    }
     let path = format!("{}{}", url.base_path, hc.path);
     check.req.set_uri(
         path.parse()
@@ -89,4 +128,76 @@ fn http_check(
     check.consecutive_failure = 1;
     check.consecutive_success = 1;
     Ok(check)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provider() -> Provider {
+        Provider {
+            responses_api: false,
+            continuation: tollgate_filters::resume::request::Continuation::Prompt,
+            name: "vllm".into(),
+            kind: crate::config::ProviderKind::OpenAi,
+            endpoints: vec![],
+            api_key: None,
+            health_check: None,
+            self_hosted: false,
+            eject_after_failures: 3,
+            eject_for: Duration::from_secs(1),
+        }
+    }
+
+    fn hc() -> HealthCheck {
+        HealthCheck {
+            path: "/v1/models".into(),
+            interval_ms: 1000,
+            timeout_ms: 500,
+        }
+    }
+
+    #[test]
+    fn an_https_endpoint_on_another_port_is_checked_with_the_host_as_its_server_name() {
+        let url = EndpointUrl::parse("https://vllm.internal:8443/base").unwrap();
+        let c = http_check(&provider(), &url, &hc()).unwrap();
+        assert_eq!(c.peer_template.sni, "vllm.internal");
+        let host = c.req.headers.get("host").unwrap().to_str().unwrap();
+        assert_eq!(host, "vllm.internal:8443");
+        assert_eq!(c.req.uri.path(), "/base/v1/models");
+        // On the scheme's port, and in plain HTTP (no server name at all).
+        let c = http_check(
+            &provider(),
+            &EndpointUrl::parse("https://a.example").unwrap(),
+            &hc(),
+        );
+        assert_eq!(c.unwrap().peer_template.sni, "a.example");
+        let c = http_check(
+            &provider(),
+            &EndpointUrl::parse("http://b:8000").unwrap(),
+            &hc(),
+        );
+        assert_eq!(c.unwrap().peer_template.sni, "");
+    }
+
+    #[test]
+    fn a_failure_is_logged_when_it_starts_and_the_recovery_once() {
+        let pe = PerEndpoint {
+            provider: "p".into(),
+            checks: HashMap::new(),
+            failing: Mutex::default(),
+        };
+        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let err = || -> pingora::Result<()> {
+            Err(pingora::Error::explain(
+                pingora::ErrorType::ConnectRefused,
+                "refused",
+            ))
+        };
+        pe.record(a, &err());
+        assert!(pe.failing.lock().unwrap().contains(&a));
+        pe.record(a, &err());
+        pe.record(a, &Ok(()));
+        assert!(pe.failing.lock().unwrap().is_empty());
+    }
 }
