@@ -64,7 +64,7 @@ pub async fn authenticate(
         return Ok(Caller::Key(
             shared
                 .keys
-                .resolve(ledger, key.trim(), presenter(shared, session))
+                .resolve(ledger, key.trim(), || presenter(shared, session))
                 .await?,
         ));
     }
@@ -79,7 +79,7 @@ pub async fn authenticate(
             return Ok(Caller::Key(
                 shared
                     .keys
-                    .resolve(ledger, key.trim(), presenter(shared, session))
+                    .resolve(ledger, key.trim(), || presenter(shared, session))
                     .await?,
             ));
         }
@@ -114,7 +114,7 @@ pub async fn authenticate(
     Ok(Caller::Key(
         shared
             .keys
-            .resolve(ledger, key, presenter(shared, session))
+            .resolve(ledger, key, || presenter(shared, session))
             .await?,
     ))
 }

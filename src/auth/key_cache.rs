@@ -68,17 +68,19 @@ impl KeyCache {
     /// Resolves a presented key: 401 for a malformed, unknown or revoked one, or past its
     /// expiry (checked on every request, cached or not, so a key stops at its expiry to the
     /// millisecond); 429 for a key not seen lately from an address that sent `limit` unknown
-    /// keys this minute ([`Refusals`]).
+    /// keys this minute ([`Refusals`]). `presenter` says who presents it (the client's
+    /// address and its limit): asked only for a key that is not cached, so a served key's
+    /// request does no address work.
     pub async fn resolve(
         &self,
         ledger: &Ledger,
         presented: &str,
-        (from, limit): (Option<IpAddr>, u64),
+        presenter: impl Fn() -> (Option<IpAddr>, u64),
     ) -> Result<KeyAuth, GatewayError> {
-        let auth = self.lookup(ledger, presented, from, limit).await;
+        let auth = self.lookup(ledger, presented, &presenter).await;
         if let Err(e) = &auth {
             if e.kind == ErrorKind::Authentication {
-                self.refusals.count(from, crate::clock::now_ms());
+                self.refusals.count(presenter().0, crate::clock::now_ms());
             }
         }
         let auth = auth?;
@@ -96,8 +98,7 @@ impl KeyCache {
         &self,
         ledger: &Ledger,
         presented: &str,
-        from: Option<IpAddr>,
-        limit: u64,
+        presenter: &impl Fn() -> (Option<IpAddr>, u64),
     ) -> Result<KeyAuth, GatewayError> {
         let unauthorized =
             || GatewayError::new(ErrorKind::Authentication, "invalid or revoked API key");
@@ -117,6 +118,7 @@ impl KeyCache {
         // unknown ones: not looked up until its minute ends (a key seen before is, so that a
         // flood behind a shared address does not lock out the clients already served).
         if self.stale(&hash, now).is_none() {
+            let (from, limit) = presenter();
             if let Some(retry_after) = self.refusals.over(from, limit, crate::clock::now_ms()) {
                 return Err(GatewayError::new(
                     ErrorKind::RateLimited { retry_after },
