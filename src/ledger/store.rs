@@ -108,6 +108,47 @@ macro_rules! on_pool {
 }
 pub(crate) use on_pool;
 
+/// The key of the advisory lock that makes instances starting together migrate one at a time.
+const MIGRATION_LOCK: i64 = 0x746f_6c6c_6761_7465; // "tollgate"
+
+/// Migrates Postgres in one transaction, under a transaction-scoped advisory lock, on one
+/// connection that is closed afterwards. sqlx's own locking takes a session lock
+/// (`pg_advisory_lock`) and unlocks it in a later statement: behind a transaction-mode pooler
+/// (PgBouncer) the unlock may run on another server connection, and the lock then stays held
+/// by a pooled server connection, blocking every later start. Inside one transaction the
+/// pooler keeps one server connection throughout, and the lock ends with it. The migrator's
+/// named prepared statements are deallocated before the commit, so none is left on a pooled
+/// server connection for another client to meet. Each migration runs in a savepoint of this
+/// transaction (none of ours needs to run outside one).
+///
+/// Run on a blocking thread of its own: the migrator's futures over a borrowed connection are
+/// not provably `Send` ("implementation of `Executor` is not general enough"), so they cannot
+/// be part of the caller's future.
+async fn migrate_postgres(pool: &PgPool) -> Result<()> {
+    let conn = pool.acquire().await?.detach();
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || runtime.block_on(migrate_on(conn)))
+        .await
+        .map_err(|e| StoreError(format!("migrations: {e}")))?
+}
+
+async fn migrate_on(mut conn: sqlx::PgConnection) -> Result<()> {
+    let mut migrator = sqlx::migrate!("./migrations/postgres");
+    migrator.set_locking(false);
+    let mut tx = sqlx::Connection::begin(&mut conn).await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(MIGRATION_LOCK)
+        .persistent(false)
+        .execute(&mut *tx)
+        .await?;
+    migrator.run_direct(&mut *tx).await?;
+    sqlx::raw_sql("DEALLOCATE ALL").execute(&mut *tx).await?;
+    tx.commit().await?;
+    // Closed, not pooled: its statement cache names the statements deallocated above.
+    sqlx::Connection::close(conn).await?;
+    Ok(())
+}
+
 impl Ledger {
     /// Connects, creating the SQLite file (and its directory) when needed, and migrates.
     /// `acquire` bounds how long a statement waits for a connection (and on SQLite for the
@@ -119,7 +160,7 @@ impl Ledger {
                 .acquire_timeout(acquire)
                 .connect(url)
                 .await?;
-            sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+            migrate_postgres(&pool).await?;
             Ok(Ledger::Postgres(pool))
         } else if url.starts_with("sqlite:") {
             let opts = SqliteConnectOptions::from_str(url)?

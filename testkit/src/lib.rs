@@ -52,6 +52,7 @@ pub mod mcp;
 mod mcp_2026;
 mod mcp_ask;
 pub mod openai;
+pub mod pgbouncer;
 pub mod postgres;
 pub mod redis;
 pub mod responses;
