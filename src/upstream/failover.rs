@@ -189,9 +189,22 @@ pub fn record_failover(
     if pool.record_failure(endpoint) {
         tracing::warn!(provider = %provider, endpoint = %endpoint.addr, "endpoint ejected after consecutive failures");
     }
-    tracing::info!(request_id, model, endpoint = %endpoint.addr, reason = reason.label(), %detail, "failing over");
+    if reason == Failover::Connect && is_tls_failure(detail) {
+        // A certificate the provider's trust refuses (unknown CA, another name, expired) is a
+        // configuration problem, not a passing fault: a warning naming the provider and the
+        // server name, with rustls' reason (in Pingora's context). Nothing was sent.
+        tracing::warn!(request_id, model, provider = %provider, endpoint = %endpoint.addr, server_name = %endpoint.url.host, reason = reason.label(), %detail, "TLS handshake with the provider failed, nothing sent; failing over");
+    } else {
+        tracing::info!(request_id, model, endpoint = %endpoint.addr, reason = reason.label(), %detail, "failing over");
+    }
     // The address and the provider's own text are in the log line above.
     format!("{model} {}", reason.words())
+}
+
+/// Whether a connect failure's text is Pingora's TLS handshake or certificate error (its
+/// `ErrorType` is only in the text by then). Read on the failure path only.
+fn is_tls_failure(detail: &str) -> bool {
+    detail.contains("TLSHandshakeFailure") || detail.contains("InvalidCert")
 }
 
 #[cfg(test)]
@@ -210,5 +223,17 @@ mod tests {
         }
         assert_eq!(ServerError.label(), "5xx");
         assert_eq!(RateLimited.label(), "429");
+    }
+
+    #[test]
+    fn a_tls_failure_is_told_from_other_connect_failures_by_pingoras_error_type() {
+        use pingora::{Error, ErrorType};
+        let tls = Error::explain(
+            ErrorType::TLSHandshakeFailure,
+            "TLS connect() failed: invalid peer certificate: UnknownIssuer, SNI: localhost",
+        );
+        assert!(super::is_tls_failure(&tls.to_string()));
+        let refused = Error::explain(ErrorType::ConnectRefused, "refused");
+        assert!(!super::is_tls_failure(&refused.to_string()));
     }
 }

@@ -104,6 +104,10 @@ fn http_check(
     let mut check = HttpHealthCheck::new(&url.authority(), url.tls);
     if url.tls {
         check.peer_template.sni = url.host.clone();
+        // Verified as requests are (`Pool::peer`): the provider's `ca_file` roots and client
+        // certificate, with Pingora's `verify_cert` and `verify_hostname` left on.
+        check.peer_template.options.ca = provider.tls.ca.clone();
+        check.peer_template.client_cert_key = provider.tls.client_cert_key.clone();
     }
     let path = format!("{}{}", url.base_path, hc.path);
     check.req.set_uri(
@@ -146,6 +150,7 @@ mod tests {
             self_hosted: false,
             eject_after_failures: 3,
             eject_for: Duration::from_secs(1),
+            tls: Default::default(),
         }
     }
 
@@ -162,6 +167,8 @@ mod tests {
         let url = EndpointUrl::parse("https://vllm.internal:8443/base").unwrap();
         let c = http_check(&provider(), &url, &hc()).unwrap();
         assert_eq!(c.peer_template.sni, "vllm.internal");
+        // The certificate and its name are checked, as on the request path.
+        assert!(c.peer_template.options.verify_cert && c.peer_template.options.verify_hostname);
         let host = c.req.headers.get("host").unwrap().to_str().unwrap();
         assert_eq!(host, "vllm.internal:8443");
         assert_eq!(c.req.uri.path(), "/base/v1/models");

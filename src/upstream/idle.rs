@@ -56,6 +56,11 @@ struct Parked {
 impl Default for Connections {
     fn default() -> Self {
         Connections {
+            // Pingora's rustls connector with the platform's trust roots, loaded once here by
+            // rustls-native-certs: `SSL_CERT_FILE` / `SSL_CERT_DIR` when either is set (then
+            // only those), else the system bundle OpenSSL would use (Debian's
+            // /etc/ssl/certs/ca-certificates.crt). A provider's `ca_file` replaces them for its
+            // peers (`Pool::peer` sets the peer's CA list, which the connector verifies alone).
             connector: TransportConnector::new(None),
             idle: Mutex::new(HashMap::new()),
         }

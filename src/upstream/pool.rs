@@ -140,6 +140,13 @@ impl Pool {
             String::new()
         };
         let mut peer = HttpPeer::new(e.addr, e.url.tls, sni);
+        if e.url.tls {
+            // The provider's `ca_file` roots and client certificate, parsed at config load:
+            // two `Arc` clones, no file read. `verify_cert` and `verify_hostname` stay on
+            // (Pingora's defaults), as in the health check's peer (`upstream::health`).
+            peer.options.ca = self.provider.tls.ca.clone();
+            peer.client_cert_key = self.provider.tls.client_cert_key.clone();
+        }
         peer.options.connection_timeout = Some(connect_timeout);
         peer.options.total_connection_timeout = Some(connect_timeout);
         peer.options.idle_timeout = Some(Duration::from_secs(60));

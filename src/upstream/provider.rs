@@ -113,6 +113,7 @@ mod tests {
             self_hosted: false,
             eject_after_failures: 3,
             eject_for: Duration::from_secs(1),
+            tls: Default::default(),
         }
     }
 
