@@ -51,6 +51,7 @@ pub mod load;
 pub mod mcp;
 mod mcp_2026;
 mod mcp_ask;
+pub mod nginx;
 pub mod openai;
 pub mod pgbouncer;
 pub mod postgres;
