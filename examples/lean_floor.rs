@@ -127,7 +127,22 @@ fn main() {
     let max_connections = tollgate::proxy::capacity::default_max_connections(
         tollgate::proxy::capacity::raise_fd_limit(),
     );
-    tollgate::server::add_proxy_services(&mut server, listen, threads, max_connections, || Lean {
+    let layout = tollgate::proxy::listen::layout(listen, threads);
+    let sockets = match tollgate::proxy::handover::open(listen, layout.len(), None, None) {
+        Ok((s, _)) => s.proxy,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
+    let proxy = tollgate::server::ProxySockets {
+        sockets,
+        layout,
+        max_connections,
+        drain: std::time::Duration::ZERO,
+        listening: Default::default(),
+    };
+    tollgate::server::add_proxy_services(&mut server, proxy, || Lean {
         peer: upstream_peer.clone(),
         host: upstream.clone(),
         connections: Connections::default(),

@@ -10,8 +10,9 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-const USAGE: &str =
-    "usage: tollgate <serve|check-config> [--config FILE]   (default conf/tollgate.toml)";
+const USAGE: &str = "usage: tollgate <serve|check-config> [--config FILE] [--upgrade]   (default conf/tollgate.toml)
+  --upgrade   serve: take the listening sockets over from the instance running on the same
+              server.upgrade_socket, which stops once this one accepts (README, Operations)";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -20,6 +21,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let mut path = PathBuf::from("conf/tollgate.toml");
+    let mut upgrade = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--config" | "-c" => match args.next() {
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             },
+            "--upgrade" | "-u" => upgrade = true,
             other => {
                 eprintln!("unknown argument `{other}`\n{USAGE}");
                 return ExitCode::from(2);
@@ -61,7 +64,7 @@ fn main() -> ExitCode {
             };
             tollgate::logging::init(config.server.log_format);
             let listen = config.server.listen;
-            let server = match tollgate::server::build_server(config, path) {
+            let server = match tollgate::server::build_server(config, path, upgrade) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("cannot start: {e}");

@@ -21,6 +21,9 @@ pub struct Metrics {
     pub credits_uncharged: IntCounterVec,
     /// API key lookups in the ledger, by result (`found`, `unknown`, `error`).
     pub key_lookups: IntCounterVec,
+    /// Background resolutions of a provider's host names, by result (`same`, `changed`,
+    /// `failed`: some name did not resolve).
+    pub dns_resolutions: IntCounterVec,
     /// Tool calls by service and outcome (`ok`, `refused`, `upstream_error`, `tool_error`, …).
     pub mcp_calls: IntCounterVec,
     pub mcp_call_latency: HistogramVec,
@@ -100,6 +103,7 @@ impl Metrics {
         );
         let usage_over_hold = counter("tollgate_usage_over_hold_total", "Requests whose reported usage cost more than their credit hold (the rest charged from the balance), by model", &["model"]);
         let key_lookups = counter("tollgate_key_lookups_total", "API key lookups in the ledger (a key not cached on this instance), by result: found, unknown, error", &["result"]);
+        let dns_resolutions = counter("tollgate_dns_resolutions_total", "Background resolutions of a provider's endpoint names, by provider and result: same, changed, failed", &["provider", "result"]);
         let credits_uncharged = counter("tollgate_credits_uncharged_micros_total", "Micro-credits of served usage that could not be charged because the balance ran out, by model", &["model"]);
         let mcp_calls = counter(
             "tollgate_mcp_calls_total",
@@ -159,6 +163,7 @@ impl Metrics {
             &usage_over_hold,
             &credits_uncharged,
             &key_lookups,
+            &dns_resolutions,
             &ratelimit_leased,
             &credit_holds,
             &requests,
@@ -193,6 +198,7 @@ impl Metrics {
             usage_over_hold,
             credits_uncharged,
             key_lookups,
+            dns_resolutions,
             mcp_calls,
             mcp_call_latency,
             mcp_events,

@@ -29,7 +29,12 @@ impl Runtime {
         let mut pools = HashMap::new();
         for p in &config.providers {
             let resolved = upstream::resolve(p).await;
-            pools.insert(p.name.clone(), Arc::new(upstream::build_pool(p, resolved)?));
+            for (host, reason) in &resolved.failed {
+                tracing::warn!(provider = %p.name, %host, "cannot resolve; its endpoints are left out until it resolves (tried again every dns_refresh_secs): {reason}");
+            }
+            let mut pool = upstream::build_pool(p, resolved.endpoints)?;
+            pool.unresolved = resolved.failed.len();
+            pools.insert(p.name.clone(), Arc::new(pool));
         }
         Ok(Runtime { config, pools })
     }

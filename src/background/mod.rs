@@ -4,8 +4,9 @@
 //! credit-lease rounds ([`leases`]), the retry of settlements that failed after serving
 //! ([`unsettled`]), the hold reaper ([`reaper`]), the sweep of the
 //! in-process rate-limit counters ([`limiter_sweep`]), the renewal of this instance's slots
-//! under in-flight limits ([`in_flight`]) and the refresh of tool servers' tool
-//! lists ([`tool_lists`]).
+//! under in-flight limits ([`in_flight`]), the refresh of tool servers' tool
+//! lists ([`tool_lists`]) and of providers' addresses ([`names`]), and the handover of the
+//! listening sockets to an instance replacing this one ([`upgrades`]).
 
 pub mod counters;
 pub mod health;
@@ -13,10 +14,12 @@ pub mod in_flight;
 pub mod leases;
 pub mod ledger;
 pub mod limiter_sweep;
+pub mod names;
 pub mod reaper;
 pub mod reload;
 pub mod tool_lists;
 pub mod unsettled;
+pub mod upgrades;
 
 use std::time::Duration;
 

@@ -28,6 +28,11 @@ pub struct ServerSection {
     pub admin_emails: Vec<String>,
     /// `text` (default) or `json`: one object per line for a log collector.
     pub log_format: String,
+    /// Seconds between two resolutions of the providers' host names (`upstream::resolve`).
+    pub dns_refresh_secs: f64,
+    /// The Unix socket on which a running instance hands its listening sockets to one started
+    /// with `--upgrade` (`proxy::handover`). Empty: `/tmp/tollgate-<port>.upgrade`; `off`: none.
+    pub upgrade_socket: String,
 }
 
 /// The shape of a log line.
@@ -51,6 +56,8 @@ impl Default for ServerSection {
             max_connections: 0,
             admin_emails: vec![],
             log_format: "text".into(),
+            dns_refresh_secs: 30.0,
+            upgrade_socket: String::new(),
         }
     }
 }
@@ -77,6 +84,9 @@ pub struct Server {
     /// Lower-cased, as sign-up stores e-mails.
     pub admin_emails: Vec<String>,
     pub log_format: LogFormat,
+    pub dns_refresh: std::time::Duration,
+    /// `None`: upgrades off (`upgrade_socket = "off"`, or a listener on any free port).
+    pub upgrade_socket: Option<std::path::PathBuf>,
 }
 
 impl ServerSection {
@@ -149,6 +159,15 @@ impl ServerSection {
                 LogFormat::Text
             }
         };
+        let dns_refresh = if (1.0..=3600.0).contains(&self.dns_refresh_secs) {
+            std::time::Duration::from_secs_f64(self.dns_refresh_secs)
+        } else {
+            errs.push(err(
+                "server.dns_refresh_secs",
+                "must be between 1 and 3600 seconds",
+            ));
+            std::time::Duration::from_secs(30)
+        };
         Server {
             listen,
             metrics_listen,
@@ -161,6 +180,15 @@ impl ServerSection {
             max_connections: (self.max_connections > 0).then_some(self.max_connections),
             admin_emails,
             log_format,
+            dns_refresh,
+            upgrade_socket: match self.upgrade_socket.as_str() {
+                "off" => None,
+                "" if listen.port() == 0 => None,
+                "" => {
+                    Some(std::env::temp_dir().join(format!("tollgate-{}.upgrade", listen.port())))
+                }
+                path => Some(path.into()),
+            },
         }
     }
 }

@@ -17,14 +17,16 @@
 //! connection, then 1.8 KB with the connections accepted by [`listen`]; the CPU a request
 //! costs did not measurably change).
 //!
-//! Beside them: the accept loop and each connection's task ([`listen`]), how many connections
-//! it holds ([`capacity`]: the open-file limit raised at start, the bound), the route table
+//! Beside them: the accept loop and each connection's task ([`listen`]), where its listening
+//! sockets come from ([`handover`]: bound, or taken over from the instance it replaces), how
+//! many connections it holds ([`capacity`]: the open-file limit raised at start, the bound), the route table
 //! ([`table`]) and the probes ([`probes`]). The plumbing the
 //! handlers share lives a layer below, in [`crate::request`] (the request context, body reads,
 //! responses), and who is calling in [`crate::auth`]: nothing below this folder imports it.
 
 pub mod access_log;
 pub mod capacity;
+pub mod handover;
 pub mod listen;
 pub mod probes;
 pub mod routes;

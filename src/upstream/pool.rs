@@ -33,6 +33,9 @@ pub struct Pool {
     pub order: Vec<Arc<Endpoint>>,
     pub has_health_check: bool,
     pub health_interval: Duration,
+    /// Endpoint names that did not resolve when the pool was built (their endpoints are
+    /// missing): the background resolution asks again sooner.
+    pub unresolved: usize,
     epoch: Instant,
     next_check_ms: AtomicU64,
 }
@@ -118,6 +121,33 @@ impl Pool {
         self.lb.backends().run_health_check(true).await;
     }
 
+    /// The addresses the pool was built from, as [`super::resolve::Resolved::addresses`]
+    /// lists them, for the background resolution to tell whether a name moved.
+    pub fn addresses(&self) -> Vec<(String, SocketAddr)> {
+        self.order
+            .iter()
+            .map(|e| (e.url.host.clone(), e.addr))
+            .collect()
+    }
+
+    /// Keeps what the passive health check knows of the addresses both pools have (failures
+    /// counted, an ejection) when a pool replaces this one after its names moved.
+    pub fn carry_from(&mut self, old: &Pool) {
+        self.epoch = old.epoch;
+        for e in &self.order {
+            if let Some(o) = old.endpoints.get(&e.addr) {
+                e.consecutive_failures.store(
+                    o.consecutive_failures.load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
+                e.ejected_until_ms.store(
+                    o.ejected_until_ms.load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
+            }
+        }
+    }
+
     pub fn endpoint_health(&self) -> Vec<(String, bool)> {
         self.order
             .iter()
@@ -195,6 +225,7 @@ pub fn build_pool(
         order,
         has_health_check,
         health_interval,
+        unresolved: 0,
         epoch: Instant::now(),
         next_check_ms: AtomicU64::new(0),
     })

@@ -199,38 +199,7 @@ impl Gateway {
         );
         let config_path = dir.join("tollgate.toml");
         std::fs::write(&config_path, format!("{server_section}{body}")).unwrap();
-        let log = std::fs::File::create(dir.join("gateway.log")).unwrap();
-        let mut command = match opts.nofile {
-            Some((soft, hard)) => {
-                let mut c = Command::new("prlimit");
-                c.arg(format!("--nofile={soft}:{hard}")).arg("--").arg(bin);
-                c
-            }
-            None => Command::new(bin),
-        };
-        let child = command
-            .args(["serve", "--config"])
-            .arg(&config_path)
-            .env("TOLLGATE_LOG", opts.log.as_deref().unwrap_or("info"))
-            .env("TOLLGATE_ADMIN_TOKEN", ADMIN_TOKEN)
-            .env(
-                "TOLLGATE_TEST_ANTHROPIC_KEY",
-                crate::anthropic::FAKE_ANTHROPIC_KEY,
-            )
-            .env("TOLLGATE_TEST_STRIPE_KEY", crate::stripe::FAKE_STRIPE_KEY)
-            .env(
-                "TOLLGATE_TEST_STRIPE_WEBHOOK_SECRET",
-                format!(
-                    "{},{}",
-                    crate::stripe::WEBHOOK_SECRET,
-                    crate::stripe::WEBHOOK_SECRET_OLD
-                ),
-            )
-            .envs(opts.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()));
+        let child = spawn(bin, &config_path, &dir.join("gateway.log"), &opts, false);
         let mut gw = Gateway {
             child,
             addr,
@@ -469,8 +438,56 @@ impl Gateway {
         line.split('"').nth(1).unwrap().to_string()
     }
 
+    /// The log of its process, and of every process that replaced it ([`Gateway::upgrade`]).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("gateway.log")).unwrap_or_default()
+        let mut text = std::fs::read_to_string(self.dir.join("gateway.log")).unwrap_or_default();
+        for n in 1.. {
+            match std::fs::read_to_string(self.dir.join(format!("gateway-{n}.log"))) {
+                Ok(t) => text.push_str(&t),
+                Err(_) => break,
+            }
+        }
+        text
+    }
+
+    /// Replaces this gateway's process by a new one started with `--upgrade` on its config
+    /// (rewritten with `body` first when given: a config-changing restart), which takes the
+    /// listening sockets over; waits until the new process accepts (or, with no instance to
+    /// take over from, until it answers) and returns the old process, stopping.
+    // The old process is the caller's to wait on; if the test fails first, it stops by itself
+    // once the new one accepts.
+    #[allow(clippy::zombie_processes)]
+    pub async fn upgrade(&mut self, bin: &Path, body: Option<&str>) -> Child {
+        if let Some(body) = body {
+            std::fs::write(&self.config_path, format!("{}{body}", self.server_section)).unwrap();
+        }
+        let n = (1..)
+            .find(|n| !self.dir.join(format!("gateway-{n}.log")).exists())
+            .unwrap_or(1);
+        let log = self.dir.join(format!("gateway-{n}.log"));
+        let child = spawn(bin, &self.config_path, &log, &self.opts, true);
+        let old = std::mem::replace(&mut self.child, child);
+        let start = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.contains("upgrade: accepting") {
+                return old;
+            }
+            // No instance to take over from: a first start, up once it answers.
+            if text.contains("no instance to take over from")
+                && get(self.addr, "/readyz").await.status == 200
+            {
+                return old;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("the upgrading process exited with {status}: {text}");
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the upgrade did not complete: {text}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Rewrites the config body (keeping the server section) and sends SIGHUP.
@@ -514,6 +531,44 @@ impl Drop for Gateway {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Starts `bin serve --config config_path` (with `--upgrade` when `upgrade`), its log in `log`.
+fn spawn(bin: &Path, config_path: &Path, log: &Path, opts: &Opts, upgrade: bool) -> Child {
+    let log = std::fs::File::create(log).unwrap();
+    let mut command = match opts.nofile {
+        Some((soft, hard)) => {
+            let mut c = Command::new("prlimit");
+            c.arg(format!("--nofile={soft}:{hard}")).arg("--").arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    command.args(["serve", "--config"]).arg(config_path);
+    if upgrade {
+        command.arg("--upgrade");
+    }
+    command
+        .env("TOLLGATE_LOG", opts.log.as_deref().unwrap_or("info"))
+        .env("TOLLGATE_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env(
+            "TOLLGATE_TEST_ANTHROPIC_KEY",
+            crate::anthropic::FAKE_ANTHROPIC_KEY,
+        )
+        .env("TOLLGATE_TEST_STRIPE_KEY", crate::stripe::FAKE_STRIPE_KEY)
+        .env(
+            "TOLLGATE_TEST_STRIPE_WEBHOOK_SECRET",
+            format!(
+                "{},{}",
+                crate::stripe::WEBHOOK_SECRET,
+                crate::stripe::WEBHOOK_SECRET_OLD
+            ),
+        )
+        .envs(opts.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()))
 }
 
 /// A `[[providers]]` block whose endpoints are these fakes.
