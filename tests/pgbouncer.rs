@@ -7,11 +7,6 @@ use serde_json::json;
 use tollgate_testkit::pgbouncer::PgBouncer;
 use tollgate_testkit::*;
 
-// Fails today (503s from the first statements): sqlx 0.8 sends every statement it has not
-// cached as Parse + Sync, then Bind + Sync, and a transaction-mode pooler may run the two
-// halves on different server connections, named or unnamed. Un-ignore it with the fix that
-// runs each Postgres statement on one server connection (issue 49).
-#[ignore = "issue 49: the ledger's statements are not yet pinned to one server connection"]
 #[tokio::test]
 async fn two_instances_charge_exactly_through_pgbouncer_in_transaction_mode() {
     let direct = match std::env::var("TOLLGATE_TEST_DATABASE_URL") {
@@ -28,7 +23,7 @@ async fn two_instances_charge_exactly_through_pgbouncer_in_transaction_mode() {
     // statements go through the pooler.
     let opts = Opts {
         database_url: Some(bouncer.url()),
-        storage: "lease_holds = 0".into(),
+        storage: "lease_holds = 0\npostgres_pooler = \"transaction\"".into(),
         ..Opts::default()
     };
     let one = Gateway::start_opts(tollgate_bin!(), &cfg, opts).await;

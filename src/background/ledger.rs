@@ -28,7 +28,9 @@ impl BackgroundService for LedgerService {
         let url = self.0.storage.database_url.clone();
         let mut wait = Duration::from_millis(200);
         let ledger = loop {
-            match crate::ledger::Ledger::connect(&url, self.0.storage.acquire_timeout).await {
+            let storage = &self.0.storage;
+            let pooled = storage.transaction_pooler;
+            match crate::ledger::Ledger::connect_with(&url, storage.acquire_timeout, pooled).await {
                 Ok(l) => break l,
                 Err(e) => {
                     tracing::error!("ledger store unreachable, retrying in {wait:?}: {e}");

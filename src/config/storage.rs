@@ -47,6 +47,11 @@ pub struct StorageSection {
     /// its instance last renewed it (every third of it): how long a killed instance's
     /// requests keep counting.
     pub in_flight_ttl_secs: f64,
+    /// `none` (default; also `session`: a session-mode pooler is a direct connection to the
+    /// ledger) or `transaction`: Postgres is reached through a transaction-mode pooler
+    /// (PgBouncer, a managed Postgres's pooler), and every statement is kept on one server
+    /// connection (`ledger::pinned`).
+    pub postgres_pooler: String,
 }
 
 impl Default for StorageSection {
@@ -66,6 +71,7 @@ impl Default for StorageSection {
             acquire_timeout_ms: 2_000,
             max_unsettled: 100_000,
             in_flight_ttl_secs: 30.0,
+            postgres_pooler: "none".into(),
         }
     }
 }
@@ -116,6 +122,8 @@ pub struct Storage {
     pub acquire_timeout: Duration,
     pub max_unsettled: usize,
     pub in_flight_ttl: Duration,
+    /// Postgres behind a transaction-mode pooler.
+    pub transaction_pooler: bool,
 }
 
 impl StorageSection {
@@ -176,7 +184,19 @@ impl StorageSection {
                 "must start with sqlite:, postgres:// or postgresql://",
             ));
         }
+        let transaction_pooler = match self.postgres_pooler.as_str() {
+            "none" | "session" => false,
+            "transaction" => true,
+            _ => {
+                errs.push(err(
+                    "storage.postgres_pooler",
+                    "must be \"none\", \"session\" or \"transaction\"",
+                ));
+                false
+            }
+        };
         Storage {
+            transaction_pooler,
             database_url: self.database_url.clone(),
             redis_url: (!r.is_empty()).then(|| r.clone()),
             hold_ttl,

@@ -97,8 +97,11 @@ fn insert_text(postgres: bool, n: usize) -> String {
 }
 
 /// Empty arguments of the pool's backend with room for `binds` values.
-fn reserved_args<'q, DB: sqlx::Database>(_: &sqlx::Pool<DB>, binds: usize) -> DB::Arguments<'q> {
-    let mut args = DB::Arguments::<'q>::default();
+fn reserved_args<'q, 'c, E: sqlx::Executor<'c>>(
+    _: E,
+    binds: usize,
+) -> <E::Database as sqlx::Database>::Arguments<'q> {
+    let mut args = <E::Database as sqlx::Database>::Arguments::<'q>::default();
     sqlx::Arguments::reserve(&mut args, binds, binds * 16);
     args
 }

@@ -27,7 +27,8 @@
 //!
 //! # Layout
 //! One `impl Ledger` block per table group: [`store`] (the handle, connect, migrations,
-//! errors), [`breaker`] (the circuit that fails requests at once while the store is down), [`accounts`], [`keys`], [`sessions`], [`credits`] (holds and settlement, the
+//! errors), [`pinned`] (Postgres behind a transaction-mode pooler: every statement in a
+//! transaction on one server connection), [`breaker`] (the circuit that fails requests at once while the store is down), [`accounts`], [`keys`], [`sessions`], [`credits`] (holds and settlement, the
 //! reaper), [`leases`] (credit-lease rounds), [`usage`], [`legs`] (a resumed stream's legs), [`mcp`] (tool servers and their
 //! developers' earnings), [`payments`] (checkouts, payment history, anonymous accounts and their
 //! assignment), [`responses`] (stored Responses API replies) and [`payment_events`] (each Stripe webhook event applied once, in one
@@ -42,6 +43,7 @@ pub mod legs;
 pub mod mcp;
 pub mod payment_events;
 pub mod payments;
+pub mod pinned;
 pub mod responses;
 pub mod sessions;
 pub mod store;

@@ -5,7 +5,9 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+use super::pinned::PgLedger;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -94,7 +96,7 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 #[derive(Clone)]
 pub enum Ledger {
     Sqlite(SqlitePool),
-    Postgres(PgPool),
+    Postgres(PgLedger),
 }
 
 /// Runs the same code against whichever pool this is; the body is compiled once per backend.
@@ -154,14 +156,26 @@ impl Ledger {
     /// `acquire` bounds how long a statement waits for a connection (and on SQLite for the
     /// write lock): past it the store answers an error, which the request path turns into 503.
     pub async fn connect(url: &str, acquire: Duration) -> Result<Ledger> {
+        Ledger::connect_with(url, acquire, false).await
+    }
+
+    /// [`Ledger::connect`]; `pooled`: Postgres sits behind a transaction-mode pooler, and every
+    /// statement is kept on one server connection (`ledger::pinned`).
+    pub async fn connect_with(url: &str, acquire: Duration, pooled: bool) -> Result<Ledger> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let mut opts = PgConnectOptions::from_str(url)?;
+            if pooled {
+                // No statement kept between uses: the next use may be on another server
+                // connection.
+                opts = opts.statement_cache_capacity(0);
+            }
             let pool = PgPoolOptions::new()
                 .max_connections(16)
                 .acquire_timeout(acquire)
-                .connect(url)
+                .connect_with(opts)
                 .await?;
             migrate_postgres(&pool).await?;
-            Ok(Ledger::Postgres(pool))
+            Ok(Ledger::Postgres(PgLedger::new(pool, pooled)))
         } else if url.starts_with("sqlite:") {
             let opts = SqliteConnectOptions::from_str(url)?
                 .create_if_missing(true)

@@ -160,6 +160,12 @@ impl Gateway {
             (None, true) => format!("sqlite://{}/ledger.db", dir.display()),
             (None, false) => database_url(&dir),
         };
+        // The run's Postgres through the pooler, when the run has one.
+        let pooled = match crate::services::pooler_url() {
+            Some(p) if db == database_url(&dir) => Some(p),
+            _ => None,
+        };
+        let db = pooled.clone().unwrap_or(db);
         let redis = match opts.redis_url.clone() {
             Some(r) => Some(r),
             None if opts.embedded => None,
@@ -170,6 +176,9 @@ impl Gateway {
             .clone()
             .unwrap_or_else(|| format!("tgtest{}", rand_suffix()));
         let mut storage = opts.storage.clone();
+        if pooled.is_some() && !storage.contains("postgres_pooler") {
+            storage.push_str("\npostgres_pooler = \"transaction\"\n");
+        }
         if let Some(r) = redis {
             storage.push_str(&format!(
                 "\nredis_url = \"{r}\"\nredis_prefix = \"{prefix}\"\n"
@@ -428,8 +437,21 @@ impl Gateway {
         request(self.addr, "POST", "/v1/chat/completions", &headers, &b).await
     }
 
-    /// The database URL this gateway uses, for a second instance sharing it.
+    /// The database this gateway uses, for the test to read (straight to Postgres when the
+    /// gateway reaches it through the run's pooler: `services::pooler_url`).
     pub fn config_db(&self) -> String {
+        let db = self.ledger_url();
+        match (
+            crate::services::pooler_url(),
+            std::env::var("TOLLGATE_TEST_DATABASE_URL"),
+        ) {
+            (Some(p), Ok(direct)) if p == db => direct,
+            _ => db,
+        }
+    }
+
+    /// The `database_url` of its config.
+    fn ledger_url(&self) -> String {
         let text = std::fs::read_to_string(&self.config_path).unwrap();
         let line = text
             .lines()

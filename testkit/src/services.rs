@@ -25,6 +25,16 @@ pub fn database_url(dir: &Path) -> String {
     }
 }
 
+/// `TOLLGATE_TEST_POOLER_URL`: the run's Postgres (`TOLLGATE_TEST_DATABASE_URL`) through a
+/// transaction-mode pooler (CI's PgBouncer pass). Gateways then reach their ledger through it,
+/// with `postgres_pooler = "transaction"`; the tests' own reads of the books go straight to
+/// Postgres ([`crate::gateway::Gateway::config_db`]).
+pub fn pooler_url() -> Option<String> {
+    std::env::var("TOLLGATE_TEST_POOLER_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+}
+
 /// `TOLLGATE_TEST_REDIS_URL`, or `None` (in-process counters).
 pub fn redis_url() -> Option<String> {
     match std::env::var("TOLLGATE_TEST_REDIS_URL") {
