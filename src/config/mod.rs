@@ -16,6 +16,7 @@ pub mod mcp;
 pub mod models;
 pub mod oauth;
 pub mod plans;
+pub mod provider_tls;
 pub mod providers;
 pub mod responses;
 pub mod routing;
