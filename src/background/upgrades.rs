@@ -124,8 +124,15 @@ impl UpgradeService {
 #[async_trait]
 impl BackgroundService for UpgradeService {
     async fn start(&self, mut shutdown: ShutdownWatch) {
-        let listener = self.path.as_deref().and_then(claim);
-        if let Some(old) = self.take_old() {
+        let old = self.take_old();
+        // A first start claims the upgrade path at once; one taking over, only once it is ready
+        // and accepts, just before the old instance is told (until then an upgrade still
+        // reaches the old instance, which serves on if this one dies first).
+        let mut listener = match old {
+            None => self.path.as_deref().and_then(claim),
+            Some(_) => None,
+        };
+        if let Some(old) = old {
             // Ready first: from its first accept this instance takes connections the old one
             // would have served.
             let ready = async {
@@ -144,6 +151,7 @@ impl BackgroundService for UpgradeService {
                     "upgrade: not every accept loop started; telling the old instance anyway"
                 );
             }
+            listener = self.path.as_deref().and_then(claim);
             let told = tokio::task::spawn_blocking(move || handover::tell_accepting(old)).await;
             match told {
                 Ok(Ok(())) => tracing::info!("upgrade: accepting; the old instance stops"),

@@ -17,7 +17,7 @@ pub struct ServerSection {
     pub admin_token_env: String,
     pub trusted_proxies: Vec<String>,
     pub max_body_bytes: usize,
-    /// Proxy threads: one single-threaded service each (`server::proxy_listeners`).
+    /// Proxy threads: one single-threaded service each (`proxy::listen::layout`).
     pub threads: usize,
     /// Seconds a stopping instance keeps serving in-flight requests.
     pub graceful_shutdown_secs: u64,

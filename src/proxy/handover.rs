@@ -255,7 +255,7 @@ pub fn adopt(
 
 /// This process's listening sockets: taken over from the instance listening on `upgrade_from`
 /// (`--upgrade`) when one does, the rest bound here. `proxy_sockets` is how many proxy
-/// sockets the thread layout wants (`listen::layout`), `SO_REUSEPORT` when more than one.
+/// sockets the thread layout wants (`listen::layout`).
 /// `Err`: a socket that cannot be bound, or a handover that an instance began and failed: the
 /// start fails, and the running instance serves on.
 pub fn open(
@@ -283,7 +283,9 @@ pub fn open(
             return Err(format!("cannot take the listening sockets over: {e}"))
         }
     };
-    let reuse_port = proxy_sockets > 1;
+    // `SO_REUSEPORT` even for one socket (unless on any free port): a later instance with more
+    // threads takes this one over and binds the rest beside it.
+    let reuse_port = listen.port() != 0;
     while sockets.proxy.len() < proxy_sockets {
         let l = bind(listen, reuse_port).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
         sockets.proxy.push(l);

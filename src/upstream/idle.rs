@@ -12,7 +12,7 @@
 //! (`wire::exchange`).
 //!
 //! The lists are per thread as well as per peer: each proxy thread is its own single-threaded
-//! runtime (`server::proxy_listeners`), and a socket stays registered with the runtime that
+//! runtime (`proxy::listen::layout`), and a socket stays registered with the runtime that
 //! opened it, so a connection taken by another thread would have every read and write woken
 //! across threads.
 
