@@ -8,7 +8,6 @@ use pingora::protocols::tls::CaType;
 use pingora::utils::tls::{parse_x509, CertKey, WrappedX509};
 
 use super::error::{err, ConfigError};
-use super::providers::{EndpointUrl, ProviderSection};
 
 /// A provider's TLS material, parsed once at config load (and on each reload): a request's peer
 /// and the health check's clone the `Arc`s, so no request reads or parses a file.
@@ -130,19 +129,26 @@ fn load_client_cert(cert_path: &str, key_path: &str) -> Result<Arc<CertKey>, Str
     Ok(Arc::new(CertKey::new(ders, key.der)))
 }
 
-/// The TLS keys of provider `p` (`at` names a key's path): their files read and parsed. On an
-/// `http://`-only provider they would do nothing, which is refused rather than ignored: the
-/// operator meant the provider to be verified or authenticated.
+/// A provider's TLS keys as written: the paths of its files.
+pub(super) struct TlsFiles<'a> {
+    pub ca_file: Option<&'a String>,
+    pub client_cert_file: Option<&'a String>,
+    pub client_key_file: Option<&'a String>,
+}
+
+/// A provider's TLS keys (`at` names a key's path): their files read and parsed. On a provider
+/// with endpoints but no `https://` one (`plain_only`) they would do nothing, which is refused
+/// rather than ignored: the operator meant the provider to be verified or authenticated.
 pub(super) fn tls_of(
-    p: &ProviderSection,
-    endpoints: &[EndpointUrl],
+    p: TlsFiles<'_>,
+    plain_only: bool,
     at: &dyn Fn(&str) -> String,
     errs: &mut Vec<ConfigError>,
 ) -> ProviderTls {
     let mut tls = ProviderTls::default();
     let any_set =
         p.ca_file.is_some() || p.client_cert_file.is_some() || p.client_key_file.is_some();
-    if any_set && !endpoints.is_empty() && !endpoints.iter().any(|e| e.tls) {
+    if any_set && plain_only {
         let key = if p.ca_file.is_some() {
             "ca_file"
         } else {
@@ -154,13 +160,13 @@ pub(super) fn tls_of(
         ));
         return tls;
     }
-    if let Some(path) = &p.ca_file {
+    if let Some(path) = p.ca_file {
         match load_ca(path) {
             Ok(ca) => tls.ca = Some(ca),
             Err(m) => errs.push(err(at("ca_file"), m)),
         }
     }
-    match (&p.client_cert_file, &p.client_key_file) {
+    match (p.client_cert_file, p.client_key_file) {
         (Some(cert), Some(key)) => match load_client_cert(cert, key) {
             Ok(ck) => tls.client_cert_key = Some(ck),
             Err(m) => errs.push(err(at("client_cert_file"), m)),

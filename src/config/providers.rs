@@ -6,8 +6,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::error::{err, secs, ConfigError};
-use super::provider_tls::tls_of;
 pub use super::provider_tls::ProviderTls;
+use super::provider_tls::{tls_of, TlsFiles};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -283,7 +283,13 @@ pub(super) fn validate(
             errs.push(err(at("eject_after_failures"), "must be at least 1"));
         }
         let continuation = continuation(p, kind, &at("continuation"), errs);
-        let tls = tls_of(p, &endpoints, &at, errs);
+        let files = TlsFiles {
+            ca_file: p.ca_file.as_ref(),
+            client_cert_file: p.client_cert_file.as_ref(),
+            client_key_file: p.client_key_file.as_ref(),
+        };
+        let plain_only = !endpoints.is_empty() && !endpoints.iter().any(|e| e.tls);
+        let tls = tls_of(files, plain_only, &at, errs);
         let eject_for = secs(&at("eject_secs"), p.eject_secs, errs);
         // A missing key variable is not an error: local providers need no key.
         let api_key = p

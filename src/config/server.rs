@@ -90,6 +90,27 @@ pub struct Server {
 }
 
 impl ServerSection {
+    fn dns_refresh(&self, errs: &mut Vec<ConfigError>) -> std::time::Duration {
+        if (1.0..=3600.0).contains(&self.dns_refresh_secs) {
+            return std::time::Duration::from_secs_f64(self.dns_refresh_secs);
+        }
+        errs.push(err(
+            "server.dns_refresh_secs",
+            "must be between 1 and 3600 seconds",
+        ));
+        std::time::Duration::from_secs(30)
+    }
+
+    /// The upgrade socket's path: `off`, or a listener on any free port, has none.
+    fn upgrade_socket(&self, listen: SocketAddr) -> Option<std::path::PathBuf> {
+        match self.upgrade_socket.as_str() {
+            "off" => None,
+            "" if listen.port() == 0 => None,
+            "" => Some(std::env::temp_dir().join(format!("tollgate-{}.upgrade", listen.port()))),
+            path => Some(path.into()),
+        }
+    }
+
     pub(super) fn validate(&self, errs: &mut Vec<ConfigError>) -> Server {
         let listen = self.listen.parse::<SocketAddr>().unwrap_or_else(|_| {
             errs.push(err(
@@ -159,15 +180,7 @@ impl ServerSection {
                 LogFormat::Text
             }
         };
-        let dns_refresh = if (1.0..=3600.0).contains(&self.dns_refresh_secs) {
-            std::time::Duration::from_secs_f64(self.dns_refresh_secs)
-        } else {
-            errs.push(err(
-                "server.dns_refresh_secs",
-                "must be between 1 and 3600 seconds",
-            ));
-            std::time::Duration::from_secs(30)
-        };
+        let dns_refresh = self.dns_refresh(errs);
         Server {
             listen,
             metrics_listen,
@@ -181,14 +194,7 @@ impl ServerSection {
             admin_emails,
             log_format,
             dns_refresh,
-            upgrade_socket: match self.upgrade_socket.as_str() {
-                "off" => None,
-                "" if listen.port() == 0 => None,
-                "" => {
-                    Some(std::env::temp_dir().join(format!("tollgate-{}.upgrade", listen.port())))
-                }
-                path => Some(path.into()),
-            },
+            upgrade_socket: self.upgrade_socket(listen),
         }
     }
 }
