@@ -138,6 +138,9 @@ async fn migrate_on(mut conn: sqlx::PgConnection) -> Result<()> {
     let mut migrator = sqlx::migrate!("./migrations/postgres");
     migrator.set_locking(false);
     let mut tx = sqlx::Connection::begin(&mut conn).await?;
+    // Behind a transaction-mode pooler the server connection may hold statements another
+    // client prepared (sqlx names them alike: `sqlx_s_1`, …); the migrator's own would collide.
+    sqlx::raw_sql("DEALLOCATE ALL").execute(&mut *tx).await?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
         .bind(MIGRATION_LOCK)
         .persistent(false)
