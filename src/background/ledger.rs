@@ -46,6 +46,9 @@ impl BackgroundService for LedgerService {
             backend = ledger.backend(),
             "ledger store connected and migrated"
         );
+        // A failed attempt before this one opened the circuit; connecting and migrating just
+        // proved the store answers, so requests need not wait for the next probe.
+        breaker::close();
         let _ = self.0.ledger.set(ledger.clone());
         // SQLite's checkpoints, off the commits (see `Ledger::connect`), and the probe that
         // closes the ledger's circuit once the store answers again (`ledger::breaker`).

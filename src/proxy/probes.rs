@@ -19,8 +19,10 @@ pub async fn readyz(
     session: &mut Session,
     ctx: &mut RequestCtx,
 ) -> Result<(), GatewayError> {
+    // Not ready while the ledger's circuit is open either: requests that need it are refused
+    // at once until the next probe closes it.
     let ledger = match shared.ledger.get() {
-        Some(l) => l.ping().await,
+        Some(l) => l.ping().await && !crate::ledger::breaker::is_open(),
         None => false,
     };
     let rt = shared.runtime.load();
