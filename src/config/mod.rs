@@ -139,6 +139,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn operations_keys_out_of_range_are_refused_by_name() {
+        let errs =
+            parse("[server]\ndns_refresh_secs = 0\n[storage]\npostgres_pooler = \"statement\"\n")
+                .map(|_| ())
+                .unwrap_err();
+        let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+        assert!(
+            text.iter()
+                .any(|e| e.starts_with("server.dns_refresh_secs")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter()
+                .any(|e| e.starts_with("storage.postgres_pooler")),
+            "{text:?}"
+        );
+        let ok = parse(
+            "[server]\nupgrade_socket = \"off\"\n[storage]\npostgres_pooler = \"transaction\"\n",
+        )
+        .unwrap();
+        assert!(ok.server.upgrade_socket.is_none());
+        assert!(ok.storage.transaction_pooler);
+    }
+
+    #[test]
     fn reports_every_error_with_its_path() {
         let text = r#"
 storage = { in_flight_ttl_secs = 0.5 }
