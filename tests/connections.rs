@@ -270,8 +270,11 @@ async fn at_max_connections_new_ones_wait_without_spinning_and_are_served_as_oth
         String::from_utf8_lossy(&b)
     );
     let used = cpu_secs(pid) - cpu;
+    // A spinning accept loop burns a whole core (2 s here); the background tasks (health
+    // checks, counters, the ledger's probe) take a few percent of one in a debug build, which
+    // CI once measured at just over a tenth of a second.
     assert!(
-        used < 0.1,
+        used < 0.5,
         "{used} s of CPU in 2 s while the flood waits (a spin)"
     );
     // Connections already open keep being served at the bound.
