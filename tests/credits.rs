@@ -294,7 +294,7 @@ async fn absurd_usage_from_an_upstream_is_charged_as_far_as_the_balance_goes_and
     let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
     let gw = Gateway::start(tollgate_bin!(), &config(&a, &b)).await;
     a.set_mode(Mode::Usage(u64::MAX, u64::MAX));
-    // A usage above the hold is charged from the balance (README, Cost in every response):
+    // A usage above the hold is charged from the balance (docs/api.md, "Cost in every response"):
     // counts saturate at 2^32 - 1 tokens, far above what any balance here pays, so each
     // request takes what its account has (outside this instance's credit lease), never more,
     // and the rest is counted.

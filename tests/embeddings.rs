@@ -89,7 +89,7 @@ async fn embeddings_are_charged_exactly_and_fail_over_only_within_the_models_poo
     );
     let n = tokens_of(&json!("hello, embeddings"));
     let mut usage = v["usage"].clone();
-    // What it cost, at 10 credits per 1K tokens: README, Cost in every response.
+    // What it cost, at 10 credits per 1K tokens: docs/api.md, "Cost in every response".
     let cost = usage.as_object_mut().unwrap().remove("cost").unwrap();
     assert_eq!(micros(&cost), n as i64 * 10_000);
     usage.as_object_mut().unwrap().remove("cost_details");

@@ -109,7 +109,7 @@ async fn a_native_responses_provider_gets_the_request_in_its_own_shape() {
         .await;
     assert_eq!(got.status, 200, "{}", got.text());
     // The stored response is the streamed one but for the cost, known only after it was
-    // stored (README, Cost in every response).
+    // stored (docs/api.md, "Cost in every response").
     let mut streamed = last["response"].clone();
     let usage = streamed["usage"].as_object_mut().unwrap();
     assert!(usage.remove("cost").is_some() && usage.remove("cost_details").is_some());

@@ -14,7 +14,7 @@ async fn post(gw: &Gateway, key: &str, body: &Value) -> Response {
 }
 
 /// A response as stored: the reply but for the cost in its usage, known only after it was
-/// stored (README, Cost in every response).
+/// stored (docs/api.md, "Cost in every response").
 fn without_cost(reply: &Value) -> Value {
     let mut r = reply.clone();
     let usage = r["usage"].as_object_mut().unwrap();

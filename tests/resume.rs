@@ -1,4 +1,4 @@
-//! Streams that survive a cut (README, "Streams that survive a cut"), on chat completions: a
+//! Streams that survive a cut (docs/api.md, "Streams that survive a cut"), on chat completions: a
 //! stream opted in whose provider dies, sends an error event or stalls after its first tokens
 //! is continued on the next candidate; the client sees one stream, and pays each leg at its
 //! model's rates, to the micro-credit. Not opted in, cut in a tool call, or past

@@ -1,4 +1,4 @@
-//! Streams that survive a cut through every front door and provider kind (README, "Streams
+//! Streams that survive a cut through every front door and provider kind (docs/api.md, "Streams
 //! that survive a cut"): an Anthropic provider continues a chat stream as a prefill; a
 //! `/v1/messages` stream and a `/v1/responses` stream resume as one stream of their own
 //! shape; the official `openai` and `anthropic` Python SDKs read a resumed stream without

@@ -1,4 +1,4 @@
-//! A resumed stream's legs in the ledger (README, "Streams that survive a cut"): one
+//! A resumed stream's legs in the ledger (docs/api.md, "Streams that survive a cut"): one
 //! `usage_legs` row per provider under the request's id, each with its tokens and its charge
 //! at its model's rates, their sum what the balance fell by. Runs on SQLite, and on Postgres +
 //! Redis when `TOLLGATE_TEST_DATABASE_URL` and `TOLLGATE_TEST_REDIS_URL` are set.

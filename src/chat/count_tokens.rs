@@ -19,7 +19,7 @@ use crate::runtime::Shared;
 
 /// `{"input_tokens": n}`: the prompt (system, messages and tools) counted with o200k_base,
 /// the tokenizer the gateway meters with when a provider reports no usage. Anthropic's own
-/// tokenizer differs; the number is an estimate of the same order (README). Counted against
+/// tokenizer differs; the number is an estimate of the same order (docs/api.md). Counted against
 /// the caller's rate limit like any request, free of credits.
 pub async fn count_tokens(
     shared: &Shared,

@@ -174,7 +174,7 @@ async fn pipeline(
     serve(shared, session, ctx, caller, &req, front).await
 }
 
-/// What a request says of resuming a cut stream (README, "Streams that survive a cut"): the
+/// What a request says of resuming a cut stream (docs/api.md, "Streams that survive a cut"): the
 /// `X-Tollgate-Resume` header, else the body's `tollgate.resume`; and the body without its
 /// `tollgate` extension, when it had one (no provider is sent it).
 pub fn opt_in(

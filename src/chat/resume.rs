@@ -1,4 +1,4 @@
-//! Streams that survive a cut (README, "Streams that survive a cut"). A committed stream whose
+//! Streams that survive a cut (docs/api.md, "Streams that survive a cut"). A committed stream whose
 //! request opted in and whose upstream broke (closed, sent an error event, went silent past
 //! `stream_chunk`) after delivering only text is continued on the next candidate of its route
 //! (as failover picks them: healthy, within the key's allowlist, affordable under the hold,

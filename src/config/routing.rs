@@ -1,4 +1,4 @@
-//! `[routing]`: streams that survive a cut (README, "Streams that survive a cut"): how many
+//! `[routing]`: streams that survive a cut (docs/api.md, "Streams that survive a cut"): how many
 //! times a stream may be resumed on another provider, which requests resume without asking,
 //! and who pays for a continuation's prompt.
 

@@ -1,4 +1,4 @@
-//! A resumed stream's legs (README, "Streams that survive a cut"): one `usage_legs` row per
+//! A resumed stream's legs (docs/api.md, "Streams that survive a cut"): one `usage_legs` row per
 //! provider that served part of the answer, under its request's id. The request's one usage
 //! row carries the charge (the legs' sum) and moves the money; these rows are its breakdown,
 //! written once it is settled.

@@ -13,7 +13,7 @@
 //! in its own), sqlx caches no statement (each is prepared again, under a name never used twice
 //! on the client connection), and every transaction begins with `DEALLOCATE ALL`, so that no
 //! statement another client left on the server connection can be met. Each costs round trips
-//! (README, Operations: connection poolers); without a pooler none of this runs.
+//! (docs/operations.md, "Connection poolers"); without a pooler none of this runs.
 
 use futures_core::future::BoxFuture;
 use futures_core::stream::BoxStream;

@@ -1,4 +1,4 @@
-//! The legs of a resumed stream (README, "Streams that survive a cut"): each provider that
+//! The legs of a resumed stream (docs/api.md, "Streams that survive a cut"): each provider that
 //! served part of the answer, with its usage at its own model's rates. The first leg is
 //! charged what it delivered (as any cut stream); each continuation its prompt (the
 //! conversation and the partial answer) and its output, the prompt left out when

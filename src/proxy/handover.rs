@@ -1,6 +1,6 @@
 //! Where listening sockets come from: bound at start, or handed over by the instance a new one
 //! replaces (`tollgate serve --upgrade`), so that an upgrade or a config-changing restart loses
-//! no connection (README, Operations: upgrades).
+//! no connection (docs/operations.md, "Upgrades and restarts").
 //!
 //! Why a handover: a new process on the same `SO_REUSEPORT` port gets its own sockets, and when
 //! the old process closes its own the kernel resets the connections queued on them. Handed over,

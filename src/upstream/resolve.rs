@@ -6,7 +6,7 @@
 //! The system's resolver answers (tokio's `lookup_host`, i.e. `getaddrinfo`: `/etc/hosts`, then
 //! DNS as `nsswitch.conf` says). It does not report a record's TTL; a caching resolver in front
 //! (systemd-resolved, nscd, dnsmasq, a cluster's DNS) honours it, and the gateway asks again
-//! every `[server] dns_refresh_secs` (README, Operations: DNS).
+//! every `[server] dns_refresh_secs` (docs/operations.md, "DNS").
 
 use std::net::{IpAddr, SocketAddr};
 

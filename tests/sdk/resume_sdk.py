@@ -1,5 +1,5 @@
 """Reads streams that were cut and resumed on another provider with the official `openai` and
-`anthropic` Python SDKs: no exception, one answer (README, "Streams that survive a cut").
+`anthropic` Python SDKs: no exception, one answer (docs/api.md, "Streams that survive a cut").
 
 Usage: TOLLGATE_BASE=http://127.0.0.1:PORT TOLLGATE_API_KEY=... EXPECT_CHAT=... EXPECT_MESSAGES=...
 python resume_sdk.py. Model `m1` is cut after three words and continued on `m2`; `claude-1`
