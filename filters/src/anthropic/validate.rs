@@ -67,36 +67,76 @@ fn bad(field: &str, what: &str) -> GatewayError {
 
 /// Validates the members of the body `raw`. `counting` (count_tokens): no `max_tokens` is
 /// needed, and any thinking budget below `u32::MAX` passes, as there is no output to size.
+/// The checks run in a fixed order, so a body with several faults is always told the same one.
 pub(super) fn validate<'a>(
     raw: &'a [u8],
     members: MemberList<'a>,
     counting: bool,
 ) -> Result<Inbound<'a>, GatewayError> {
-    let get = |k: &str| raw::get(&members, k);
-    let set = |k: &str| raw::get_set(&members, k);
-    match get("model").map(|v| (raw::kind(v), v)) {
-        None | Some((Kind::Null, _)) => return Err(bad("model", "is required")),
-        Some((Kind::String, v)) => match raw::as_str(v) {
-            Some(s) if s.trim().is_empty() => return Err(bad("model", "must not be empty")),
-            // A model name goes into logs, metrics labels and the ledger: no novel-length ones.
-            Some(s) if s.len() > MAX_MODEL_BYTES => {
-                return Err(bad("model", "must be at most 256 bytes"))
-            }
-            Some(_) => {}
-            None => return Err(bad("model", "must be a string")),
-        },
-        Some(_) => return Err(bad("model", "must be a string")),
-    }
+    check_model(&members)?;
     let max_tokens = if counting {
-        Some(u64::from(u32::MAX))
+        u64::from(u32::MAX)
     } else {
-        match set("max_tokens") {
-            None => return Err(bad("max_tokens", "is required")),
-            Some(v) if raw::as_u64(v).is_some_and(|n| n > 0) => raw::as_u64(v),
-            Some(_) => return Err(bad("max_tokens", "must be a positive integer")),
-        }
+        check_max_tokens(&members)?
     };
-    let msgs = match set("messages").map(|v| (raw::kind(v), v)) {
+    let turns = check_messages(&members)?;
+    let system = match raw::get_set(&members, "system") {
+        None => Vec::new(),
+        Some(s) if raw::is_string(s) => vec![s],
+        Some(s) => system_texts(s)
+            .ok_or_else(|| bad("system", "must be a string or an array of text blocks"))?,
+    };
+    check_sampling(&members)?;
+    let tools = match raw::get_set(&members, "tools") {
+        None => Vec::new(),
+        Some(v) => check_tools(v)?,
+    };
+    check_thinking_budget(&members, max_tokens)?;
+    refuse_unmetered(&members)?;
+    if let Some(path) = unknown_cache_ttl(raw, &members, counting) {
+        return Err(bad(
+            &path,
+            "must be \"5m\" or \"1h\" (the cache lifetimes Anthropic offers)",
+        ));
+    }
+    if let Some(c) = raw::get_set(&members, "tool_choice") {
+        check_tool_choice(c)?;
+    }
+    Ok(Inbound {
+        members,
+        turns,
+        system,
+        tools,
+    })
+}
+
+fn check_model(members: &MemberList<'_>) -> Result<(), GatewayError> {
+    match raw::get(members, "model").map(|v| (raw::kind(v), v)) {
+        None | Some((Kind::Null, _)) => Err(bad("model", "is required")),
+        Some((Kind::String, v)) => match raw::as_str(v) {
+            Some(s) if s.trim().is_empty() => Err(bad("model", "must not be empty")),
+            // A model name goes into logs, metrics labels and the ledger: no novel-length ones.
+            Some(s) if s.len() > MAX_MODEL_BYTES => Err(bad("model", "must be at most 256 bytes")),
+            Some(_) => Ok(()),
+            None => Err(bad("model", "must be a string")),
+        },
+        Some(_) => Err(bad("model", "must be a string")),
+    }
+}
+
+fn check_max_tokens(members: &MemberList<'_>) -> Result<u64, GatewayError> {
+    match raw::get_set(members, "max_tokens") {
+        None => Err(bad("max_tokens", "is required")),
+        Some(v) => match raw::as_u64(v) {
+            Some(n) if n > 0 => Ok(n),
+            _ => Err(bad("max_tokens", "must be a positive integer")),
+        },
+    }
+}
+
+/// `messages`: a non-empty array, each message checked in order.
+fn check_messages<'a>(members: &MemberList<'a>) -> Result<Vec<Turn<'a>>, GatewayError> {
+    let msgs = match raw::get_set(members, "messages").map(|v| (raw::kind(v), v)) {
         None => return Err(bad("messages", "is required")),
         Some((Kind::Array, v)) => raw::array(v).unwrap_or_default(),
         Some(_) => return Err(bad("messages", "must be an array")),
@@ -108,85 +148,79 @@ pub(super) fn validate<'a>(
     for (i, m) in msgs.into_iter().enumerate() {
         turns.push(check_message(i, m)?);
     }
-    let system = match set("system") {
-        None => Vec::new(),
-        Some(s) if raw::is_string(s) => vec![s],
-        Some(s) => system_texts(s)
-            .ok_or_else(|| bad("system", "must be a string or an array of text blocks"))?,
-    };
+    Ok(turns)
+}
+
+/// `stream`, `temperature` and `stop_sequences`.
+fn check_sampling(members: &MemberList<'_>) -> Result<(), GatewayError> {
     if !matches!(
-        get("stream").map(raw::kind),
+        raw::get(members, "stream").map(raw::kind),
         None | Some(Kind::Null | Kind::Bool)
     ) {
         return Err(bad("stream", "must be a boolean"));
     }
-    if let Some(t) = set("temperature") {
+    if let Some(t) = raw::get_set(members, "temperature") {
         if !raw::as_f64(t).is_some_and(|t| (0.0..=1.0).contains(&t)) {
             return Err(bad("temperature", "must be a number between 0 and 1"));
         }
     }
-    if let Some(s) = set("stop_sequences") {
+    if let Some(s) = raw::get_set(members, "stop_sequences") {
         if !raw::array(s).is_some_and(|a| a.iter().all(|s| raw::is_string(s))) {
             return Err(bad("stop_sequences", "must be an array of strings"));
         }
     }
-    let tools = match set("tools") {
-        None => Vec::new(),
-        Some(v) => check_tools(v)?,
-    };
-    let budget = get("thinking")
+    Ok(())
+}
+
+/// `thinking.budget_tokens` must leave room for an answer within `max_tokens`.
+fn check_thinking_budget(members: &MemberList<'_>, max_tokens: u64) -> Result<(), GatewayError> {
+    let budget = raw::get(members, "thinking")
         .and_then(raw::object)
         .and_then(|t| raw::get(&t, "budget_tokens"));
-    if let (Some(budget), Some(max)) = (budget, max_tokens) {
-        if raw::as_u64(budget).is_none_or(|n| n >= max) {
+    if let Some(budget) = budget {
+        if raw::as_u64(budget).is_none_or(|n| n >= max_tokens) {
             return Err(bad(
                 "thinking.budget_tokens",
                 "must be an integer below max_tokens",
             ));
         }
     }
+    Ok(())
+}
+
+/// Features Anthropic bills per use, outside the tokens the gateway meters: not offered rather
+/// than given away.
+fn refuse_unmetered(members: &MemberList<'_>) -> Result<(), GatewayError> {
     for field in ["mcp_servers", "container"] {
-        if set(field).is_some() {
+        if raw::get_set(members, field).is_some() {
             return Err(bad(
                 field,
                 "not offered through the gateway (billed by Anthropic per use, not metered here)",
             ));
         }
     }
-    if let Some(path) = unknown_cache_ttl(raw, &members, counting) {
-        return Err(bad(
-            &path,
-            "must be \"5m\" or \"1h\" (the cache lifetimes Anthropic offers)",
-        ));
+    Ok(())
+}
+
+fn check_tool_choice(c: &RawValue) -> Result<(), GatewayError> {
+    let c = raw::object(c);
+    let ty = c
+        .as_ref()
+        .and_then(|c| raw::get(c, "type"))
+        .and_then(raw::as_str);
+    let named = || {
+        c.as_ref()
+            .and_then(|c| raw::get(c, "name"))
+            .is_some_and(raw::is_string)
+    };
+    match ty.as_deref() {
+        Some("auto" | "any" | "none") => Ok(()),
+        Some("tool") if named() => Ok(()),
+        _ => Err(bad(
+            "tool_choice",
+            "must be {\"type\": \"auto\"|\"any\"|\"none\"} or {\"type\": \"tool\", \"name\": …}",
+        )),
     }
-    if let Some(c) = set("tool_choice") {
-        let c = raw::object(c);
-        let ty = c
-            .as_ref()
-            .and_then(|c| raw::get(c, "type"))
-            .and_then(raw::as_str);
-        let named = || {
-            c.as_ref()
-                .and_then(|c| raw::get(c, "name"))
-                .is_some_and(raw::is_string)
-        };
-        match ty.as_deref() {
-            Some("auto" | "any" | "none") => {}
-            Some("tool") if named() => {}
-            _ => {
-                return Err(bad(
-                    "tool_choice",
-                    "must be {\"type\": \"auto\"|\"any\"|\"none\"} or {\"type\": \"tool\", \"name\": …}",
-                ))
-            }
-        }
-    }
-    Ok(Inbound {
-        members,
-        turns,
-        system,
-        tools,
-    })
 }
 
 /// The texts of an array of text blocks; `None` if it is not one.
