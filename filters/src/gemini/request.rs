@@ -105,7 +105,8 @@ fn parts_text(parts: Option<&Value>, at: &str) -> Result<String, GatewayError> {
     Ok(out)
 }
 
-/// One `contents` entry as chat messages.
+/// One `contents` entry as chat messages: a `functionResponse` part is a `tool` message of its
+/// own (in the order met), the other parts make up one user or assistant message after them.
 fn content_messages(
     i: usize,
     c: &Value,
@@ -148,78 +149,112 @@ fn content_messages(
             texts.push_str(t);
             content.push(json!({"type": "text", "text": t}));
         } else if let Some(d) = p.get("inlineData") {
-            if model {
-                return Err(field_err(
-                    &format!("{at}.inlineData"),
-                    "is only taken in a user turn",
-                ));
-            }
-            let (Some(mime), Some(data)) = (
-                d.get("mimeType").and_then(Value::as_str),
-                d.get("data").and_then(Value::as_str),
-            ) else {
-                return Err(field_err(
-                    &format!("{at}.inlineData"),
-                    "needs mimeType and data",
-                ));
-            };
-            if !mime.starts_with("image/") {
-                return Err(field_err(
-                    &format!("{at}.inlineData.mimeType"),
-                    format!("`{mime}` is not supported: images only"),
-                ));
-            }
-            content.push(json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}}));
+            content.push(inline_image(&at, d, model)?);
         } else if let Some(f) = p.get("functionCall") {
-            if !model {
-                return Err(field_err(
-                    &format!("{at}.functionCall"),
-                    "is only taken in a model turn",
-                ));
-            }
-            let name = f
-                .get("name")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty());
-            let name = name.ok_or_else(|| {
-                field_err(
-                    &format!("{at}.functionCall.name"),
-                    "must be a non-empty string",
-                )
-            })?;
-            let args = f.get("args").cloned().unwrap_or(json!({}));
-            let n = &mut calls.entry(name.to_owned()).or_default().0;
-            let id = format!("call_{name}_{n}");
-            *n += 1;
-            let arguments = args.to_string();
-            texts.push_str(&arguments);
-            tool_calls.push(json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}));
+            tool_calls.push(function_call(&at, f, model, calls, texts)?);
         } else if let Some(f) = p.get("functionResponse") {
-            let name = f
-                .get("name")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty());
-            let name = name.ok_or_else(|| {
-                field_err(
-                    &format!("{at}.functionResponse.name"),
-                    "must be a non-empty string",
-                )
-            })?;
-            let n = &mut calls.entry(name.to_owned()).or_default().1;
-            let id = format!("call_{name}_{n}");
-            *n += 1;
-            let response = f
-                .get("response")
-                .cloned()
-                .unwrap_or(Value::Null)
-                .to_string();
-            texts.push_str(&response);
-            out.push(json!({"role": "tool", "tool_call_id": id, "content": response}));
+            out.push(function_response(&at, f, calls, texts)?);
         } else {
             let kind = p.keys().next().cloned().unwrap_or_default();
             return Err(field_err(&at, format!("`{kind}` parts are not supported")));
         }
     }
+    out.extend(turn_message(model, content, tool_calls));
+    Ok(())
+}
+
+/// An `inlineData` part (a user's image) as a chat image part with a data URL.
+fn inline_image(at: &str, d: &Value, model: bool) -> Result<Value, GatewayError> {
+    if model {
+        return Err(field_err(
+            &format!("{at}.inlineData"),
+            "is only taken in a user turn",
+        ));
+    }
+    let (Some(mime), Some(data)) = (
+        d.get("mimeType").and_then(Value::as_str),
+        d.get("data").and_then(Value::as_str),
+    ) else {
+        return Err(field_err(
+            &format!("{at}.inlineData"),
+            "needs mimeType and data",
+        ));
+    };
+    if !mime.starts_with("image/") {
+        return Err(field_err(
+            &format!("{at}.inlineData.mimeType"),
+            format!("`{mime}` is not supported: images only"),
+        ));
+    }
+    Ok(json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}}))
+}
+
+/// A `functionCall` part (a model's call) as a chat tool call, given the id of the n-th call
+/// of its name.
+fn function_call(
+    at: &str,
+    f: &Value,
+    model: bool,
+    calls: &mut HashMap<String, (usize, usize)>,
+    texts: &mut String,
+) -> Result<Value, GatewayError> {
+    if !model {
+        return Err(field_err(
+            &format!("{at}.functionCall"),
+            "is only taken in a model turn",
+        ));
+    }
+    let name = f
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty());
+    let name = name.ok_or_else(|| {
+        field_err(
+            &format!("{at}.functionCall.name"),
+            "must be a non-empty string",
+        )
+    })?;
+    let args = f.get("args").cloned().unwrap_or(json!({}));
+    let n = &mut calls.entry(name.to_owned()).or_default().0;
+    let id = format!("call_{name}_{n}");
+    *n += 1;
+    let arguments = args.to_string();
+    texts.push_str(&arguments);
+    Ok(json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}))
+}
+
+/// A `functionResponse` part as a chat `tool` message answering the n-th call of its name.
+fn function_response(
+    at: &str,
+    f: &Value,
+    calls: &mut HashMap<String, (usize, usize)>,
+    texts: &mut String,
+) -> Result<Value, GatewayError> {
+    let name = f
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty());
+    let name = name.ok_or_else(|| {
+        field_err(
+            &format!("{at}.functionResponse.name"),
+            "must be a non-empty string",
+        )
+    })?;
+    let n = &mut calls.entry(name.to_owned()).or_default().1;
+    let id = format!("call_{name}_{n}");
+    *n += 1;
+    let response = f
+        .get("response")
+        .cloned()
+        .unwrap_or(Value::Null)
+        .to_string();
+    texts.push_str(&response);
+    Ok(json!({"role": "tool", "tool_call_id": id, "content": response}))
+}
+
+/// The turn's own message, if it has content or tool calls: text only (or any model turn) as
+/// one string, a user's text with images as parts.
+fn turn_message(model: bool, content: Vec<Value>, tool_calls: Vec<Value>) -> Option<Value> {
     let role = if model { "assistant" } else { "user" };
     let only_text = content.iter().all(|p| p["type"] == "text");
     let content = if content.is_empty() {
@@ -231,11 +266,12 @@ fn content_messages(
         Value::Array(content)
     };
     if !tool_calls.is_empty() {
-        out.push(json!({"role": role, "content": content, "tool_calls": tool_calls}));
+        Some(json!({"role": role, "content": content, "tool_calls": tool_calls}))
     } else if !content.is_null() {
-        out.push(json!({"role": role, "content": content}));
+        Some(json!({"role": role, "content": content}))
+    } else {
+        None
     }
-    Ok(())
 }
 
 /// Gemini's schema (an OpenAPI subset, types in capitals) as JSON Schema: type names in lower
