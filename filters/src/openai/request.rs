@@ -81,94 +81,26 @@ impl<'a> ChatRequest<'a> {
     }
 }
 
-/// Parses and validates a request body; the request borrows from `raw`.
+/// Parses and validates a request body; the request borrows from `raw`. The fields are checked
+/// in a fixed order, so a body with several faults is always told the same one.
 pub fn parse_chat_request(raw: &[u8]) -> Result<ChatRequest<'_>, GatewayError> {
     let members = raw::parse_object(raw).map_err(|e| match e {
         ObjectError::Malformed(e) => GatewayError::invalid(format!("body: malformed JSON ({e})")),
         ObjectError::NotAnObject => GatewayError::invalid("body: must be a JSON object"),
     })?;
-    let get = |k: &str| raw::get(&members, k);
-
-    let model = match get("model").map(|v| (raw::kind(v), v)) {
-        None | Some((Kind::Null, _)) => return Err(field_err("model", "is required")),
-        Some((Kind::String, v)) => match raw::as_str(v) {
-            Some(s) if s.trim().is_empty() => return Err(field_err("model", "must not be empty")),
-            // A model name goes into logs, metrics labels and the ledger: no novel-length ones.
-            Some(s) if s.len() > MAX_MODEL_BYTES => {
-                return Err(field_err("model", "must be at most 256 bytes"))
-            }
-            Some(s) => s,
-            None => return Err(field_err("model", "must be a string")),
-        },
-        Some(_) => return Err(field_err("model", "must be a string")),
-    };
-
-    let messages = match get("messages").map(|v| (raw::kind(v), v)) {
-        None | Some((Kind::Null, _)) => return Err(field_err("messages", "is required")),
-        Some((Kind::Array, v)) => {
-            let msgs = raw::array(v).unwrap_or_default();
-            if msgs.is_empty() {
-                return Err(field_err("messages", "must contain at least one message"));
-            }
-            let mut out = Vec::with_capacity(msgs.len());
-            for (i, m) in msgs.into_iter().enumerate() {
-                out.push(check_message(i, m)?);
-            }
-            out
-        }
-        Some(_) => return Err(field_err("messages", "must be an array")),
-    };
-
-    if let Some(t) = get("temperature") {
-        match raw::as_f64(t) {
-            Some(x) if (0.0..=2.0).contains(&x) => {}
-            Some(_) => return Err(field_err("temperature", "must be between 0.0 and 2.0")),
-            None if raw::is_null(t) => {}
-            None => return Err(field_err("temperature", "must be a number")),
-        }
-    }
-    if let Some(t) = get("top_p") {
-        match raw::as_f64(t) {
-            Some(x) if (0.0..=1.0).contains(&x) => {}
-            None if raw::is_null(t) => {}
-            _ => return Err(field_err("top_p", "must be a number between 0 and 1")),
-        }
-    }
-
-    let mut max_tokens = None;
-    for key in ["max_tokens", "max_completion_tokens"] {
-        let Some(v) = raw::get_set(&members, key) else {
-            continue;
-        };
-        match raw::as_u64(v) {
-            Some(n) if n > 0 => max_tokens = Some(max_tokens.map_or(n, |m: u64| m.min(n))),
-            _ => return Err(field_err(key, "must be a positive integer")),
-        }
-    }
-
+    let model = check_model(&members)?;
+    let messages = check_messages(&members)?;
+    check_sampling(&members)?;
+    let max_tokens = check_max_tokens(&members)?;
     let stream = match raw::get_set(&members, "stream") {
         None => false,
         Some(v) => raw::as_bool(v).ok_or_else(|| field_err("stream", "must be a boolean"))?,
     };
-
-    let client_wants_usage = match raw::get_set(&members, "stream_options") {
-        None => false,
-        Some(v) => {
-            let o =
-                raw::object(v).ok_or_else(|| field_err("stream_options", "must be an object"))?;
-            match raw::get_set(&o, "include_usage") {
-                None => false,
-                Some(v) => raw::as_bool(v).ok_or_else(|| {
-                    field_err("stream_options.include_usage", "must be a boolean")
-                })?,
-            }
-        }
-    };
-
-    if let Some(tools) = get("tools") {
+    let client_wants_usage = check_stream_options(&members)?;
+    if let Some(tools) = raw::get(&members, "tools") {
         check_tools(tools)?;
     }
-    if let Some(tc) = get("tool_choice") {
+    if let Some(tc) = raw::get(&members, "tool_choice") {
         check_tool_choice(tc)?;
     }
     let n = match raw::get_set(&members, "n") {
@@ -179,17 +111,7 @@ pub fn parse_chat_request(raw: &[u8]) -> Result<ChatRequest<'_>, GatewayError> {
             _ => return Err(field_err("n", "must be an integer from 1 to 128")),
         },
     };
-    if let Some(stop) = get("stop") {
-        let ok = match raw::kind(stop) {
-            Kind::Null | Kind::String => true,
-            Kind::Array => raw::array(stop).is_some_and(|a| a.iter().all(|s| raw::is_string(s))),
-            _ => false,
-        };
-        if !ok {
-            return Err(field_err("stop", "must be a string or an array of strings"));
-        }
-    }
-
+    check_stop(&members)?;
     Ok(ChatRequest {
         model,
         stream,
@@ -201,6 +123,104 @@ pub fn parse_chat_request(raw: &[u8]) -> Result<ChatRequest<'_>, GatewayError> {
         raw,
         raw_len: raw.len(),
     })
+}
+
+fn check_model<'a>(members: &MemberList<'a>) -> Result<Cow<'a, str>, GatewayError> {
+    match raw::get(members, "model").map(|v| (raw::kind(v), v)) {
+        None | Some((Kind::Null, _)) => Err(field_err("model", "is required")),
+        Some((Kind::String, v)) => match raw::as_str(v) {
+            Some(s) if s.trim().is_empty() => Err(field_err("model", "must not be empty")),
+            // A model name goes into logs, metrics labels and the ledger: no novel-length ones.
+            Some(s) if s.len() > MAX_MODEL_BYTES => {
+                Err(field_err("model", "must be at most 256 bytes"))
+            }
+            Some(s) => Ok(s),
+            None => Err(field_err("model", "must be a string")),
+        },
+        Some(_) => Err(field_err("model", "must be a string")),
+    }
+}
+
+/// `messages`: a non-empty array, each message checked in order.
+fn check_messages<'a>(members: &MemberList<'a>) -> Result<Vec<Message<'a>>, GatewayError> {
+    match raw::get(members, "messages").map(|v| (raw::kind(v), v)) {
+        None | Some((Kind::Null, _)) => Err(field_err("messages", "is required")),
+        Some((Kind::Array, v)) => {
+            let msgs = raw::array(v).unwrap_or_default();
+            if msgs.is_empty() {
+                return Err(field_err("messages", "must contain at least one message"));
+            }
+            let mut out = Vec::with_capacity(msgs.len());
+            for (i, m) in msgs.into_iter().enumerate() {
+                out.push(check_message(i, m)?);
+            }
+            Ok(out)
+        }
+        Some(_) => Err(field_err("messages", "must be an array")),
+    }
+}
+
+/// `temperature` and `top_p` (`null` is absent).
+fn check_sampling(members: &MemberList<'_>) -> Result<(), GatewayError> {
+    if let Some(t) = raw::get(members, "temperature") {
+        match raw::as_f64(t) {
+            Some(x) if (0.0..=2.0).contains(&x) => {}
+            Some(_) => return Err(field_err("temperature", "must be between 0.0 and 2.0")),
+            None if raw::is_null(t) => {}
+            None => return Err(field_err("temperature", "must be a number")),
+        }
+    }
+    if let Some(t) = raw::get(members, "top_p") {
+        match raw::as_f64(t) {
+            Some(x) if (0.0..=1.0).contains(&x) => {}
+            None if raw::is_null(t) => {}
+            _ => return Err(field_err("top_p", "must be a number between 0 and 1")),
+        }
+    }
+    Ok(())
+}
+
+/// `max_tokens` and the newer `max_completion_tokens`: the smaller of them when both are sent.
+fn check_max_tokens(members: &MemberList<'_>) -> Result<Option<u64>, GatewayError> {
+    let mut max_tokens = None;
+    for key in ["max_tokens", "max_completion_tokens"] {
+        let Some(v) = raw::get_set(members, key) else {
+            continue;
+        };
+        match raw::as_u64(v) {
+            Some(n) if n > 0 => max_tokens = Some(max_tokens.map_or(n, |m: u64| m.min(n))),
+            _ => return Err(field_err(key, "must be a positive integer")),
+        }
+    }
+    Ok(max_tokens)
+}
+
+/// Whether the client asked for a usage chunk (`stream_options.include_usage`).
+fn check_stream_options(members: &MemberList<'_>) -> Result<bool, GatewayError> {
+    let Some(v) = raw::get_set(members, "stream_options") else {
+        return Ok(false);
+    };
+    let o = raw::object(v).ok_or_else(|| field_err("stream_options", "must be an object"))?;
+    match raw::get_set(&o, "include_usage") {
+        None => Ok(false),
+        Some(v) => raw::as_bool(v)
+            .ok_or_else(|| field_err("stream_options.include_usage", "must be a boolean")),
+    }
+}
+
+fn check_stop(members: &MemberList<'_>) -> Result<(), GatewayError> {
+    let Some(stop) = raw::get(members, "stop") else {
+        return Ok(());
+    };
+    let ok = match raw::kind(stop) {
+        Kind::Null | Kind::String => true,
+        Kind::Array => raw::array(stop).is_some_and(|a| a.iter().all(|s| raw::is_string(s))),
+        _ => false,
+    };
+    if !ok {
+        return Err(field_err("stop", "must be a string or an array of strings"));
+    }
+    Ok(())
 }
 
 fn check_message(i: usize, m: &RawValue) -> Result<Message<'_>, GatewayError> {
