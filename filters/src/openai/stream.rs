@@ -133,6 +133,23 @@ impl StreamRewriter {
             }
             chunk.remove("usage");
         }
+        self.stamp(&mut chunk);
+        if chunk.get("usage").is_some_and(Value::is_object) {
+            // Held back for the close. A usage chunk is held whole; usage riding on a chunk
+            // with choices becomes a usage chunk of its own, its choices sent now.
+            if no_choices {
+                self.held_usage = Some(chunk);
+                return StreamStep::Emit(Vec::new());
+            }
+            self.held_usage = Some(take_usage_chunk(&mut chunk));
+        }
+        let split_finish = self.read_choices(&mut chunk);
+        StreamStep::Emit(self.emit(chunk, split_finish))
+    }
+
+    /// Writes the model name the client is told and the chunk's object type into the chunk,
+    /// and remembers its `id` and `created` for the chunks the gateway synthesises.
+    fn stamp(&mut self, chunk: &mut Map<String, Value>) {
         chunk.insert("model".into(), Value::String(self.model.clone()));
         chunk.insert(
             "object".into(),
@@ -144,77 +161,71 @@ impl StreamRewriter {
         if let Some(c) = chunk.get("created") {
             remember(&mut self.last_created, &c.to_string());
         }
-        if chunk.get("usage").is_some_and(Value::is_object) {
-            // Held back for the close. A usage chunk is held whole; usage riding on a chunk
-            // with choices becomes a usage chunk of its own, its choices sent now.
-            if no_choices {
-                self.held_usage = Some(chunk);
-                return StreamStep::Emit(Vec::new());
-            }
-            let mut held: Map<String, Value> = ["id", "object", "created", "model"]
-                .into_iter()
-                .chain(["system_fingerprint", "service_tier"])
-                .filter_map(|k| Some((k.to_owned(), chunk.get(k)?.clone())))
-                .collect();
-            held.insert("choices".into(), Value::Array(Vec::new()));
-            held.insert("usage".into(), chunk.remove("usage").unwrap_or_default());
-            self.held_usage = Some(held);
-        }
+    }
 
-        let mut out = Vec::new();
-        let mut split_finish: Option<Value> = None;
-        if let Some(Value::Array(choices)) = chunk.get_mut("choices") {
-            for choice in choices.iter_mut() {
-                let Some(choice) = choice.as_object_mut() else {
-                    continue;
-                };
-                if let Some(delta) = choice.get("delta").and_then(Value::as_object) {
-                    self.collect_text(delta);
-                }
-                let finish = choice.get("finish_reason").cloned().unwrap_or(Value::Null);
-                if !finish.is_null() {
-                    self.finished = true;
-                    self.output = true;
-                    let has_content = choice
-                        .get("delta")
-                        .and_then(Value::as_object)
-                        .is_some_and(|d| d.values().any(|v| !v.is_null()));
-                    if has_content {
-                        // Keep the content in this chunk; the finish goes in one of its own.
-                        choice.insert("finish_reason".into(), Value::Null);
-                        let idx = choice.get("index").cloned().unwrap_or(0.into());
-                        split_finish = Some(serde_json::json!({
-                            "index": idx, "delta": {}, "finish_reason": finish
-                        }));
-                    }
-                } else if !choice.contains_key("finish_reason") {
+    /// Reads each choice's delivered text and finish, and gives every choice a
+    /// `finish_reason`. A choice with both content and a finish keeps its content here and
+    /// its finish is returned, for a chunk of its own (SPEC.md: the last content chunk has an
+    /// empty delta).
+    fn read_choices(&mut self, chunk: &mut Map<String, Value>) -> Option<Value> {
+        let Some(Value::Array(choices)) = chunk.get_mut("choices") else {
+            return None;
+        };
+        let mut split_finish = None;
+        for choice in choices.iter_mut() {
+            let Some(choice) = choice.as_object_mut() else {
+                continue;
+            };
+            if let Some(delta) = choice.get("delta").and_then(Value::as_object) {
+                self.collect_text(delta);
+            }
+            let finish = choice.get("finish_reason").cloned().unwrap_or(Value::Null);
+            if !finish.is_null() {
+                self.finished = true;
+                self.output = true;
+                let has_content = choice
+                    .get("delta")
+                    .and_then(Value::as_object)
+                    .is_some_and(|d| d.values().any(|v| !v.is_null()));
+                if has_content {
+                    // Keep the content in this chunk; the finish goes in one of its own.
                     choice.insert("finish_reason".into(), Value::Null);
+                    let idx = choice.get("index").cloned().unwrap_or(0.into());
+                    split_finish = Some(serde_json::json!({
+                        "index": idx, "delta": {}, "finish_reason": finish
+                    }));
                 }
+            } else if !choice.contains_key("finish_reason") {
+                choice.insert("finish_reason".into(), Value::Null);
             }
         }
-        match split_finish {
-            Some(fin) => {
-                let mut tail = Map::new();
-                for k in ["id", "object", "created", "model", "system_fingerprint"] {
-                    if let Some(v) = chunk.get(k) {
-                        tail.insert(k.into(), v.clone());
-                    }
-                }
-                tail.insert("choices".into(), Value::Array(vec![fin]));
-                let usage = chunk.remove("usage");
-                out.extend(sse_event(&Value::Object(chunk)));
-                if let Some(u) = usage {
-                    tail.insert("usage".into(), u);
-                }
-                out.extend(sse_event(&Value::Object(tail)));
-                self.chunks_emitted += 2;
-            }
-            None => {
-                out.extend(sse_event(&Value::Object(chunk)));
-                self.chunks_emitted += 1;
+        split_finish
+    }
+
+    /// The chunk as an SSE event, then the finish split off it (if any) as a chunk of its own
+    /// with the same identity, carrying the chunk's usage.
+    fn emit(&mut self, mut chunk: Map<String, Value>, split_finish: Option<Value>) -> Vec<u8> {
+        let mut out = Vec::new();
+        let Some(fin) = split_finish else {
+            out.extend(sse_event(&Value::Object(chunk)));
+            self.chunks_emitted += 1;
+            return out;
+        };
+        let mut tail = Map::new();
+        for k in ["id", "object", "created", "model", "system_fingerprint"] {
+            if let Some(v) = chunk.get(k) {
+                tail.insert(k.into(), v.clone());
             }
         }
-        StreamStep::Emit(out)
+        tail.insert("choices".into(), Value::Array(vec![fin]));
+        let usage = chunk.remove("usage");
+        out.extend(sse_event(&Value::Object(chunk)));
+        if let Some(u) = usage {
+            tail.insert("usage".into(), u);
+        }
+        out.extend(sse_event(&Value::Object(tail)));
+        self.chunks_emitted += 2;
+        out
     }
 
     /// The common chunk — choices that carry content and no `finish_reason` yet, no usage,
@@ -370,6 +381,19 @@ fn raw_or(raw: &Option<String>, default: Value) -> Value {
     raw.as_deref()
         .and_then(|r| serde_json::from_str(r).ok())
         .unwrap_or(default)
+}
+
+/// The usage riding on a chunk with choices, taken off it as a usage chunk of its own: the
+/// chunk's identity members, no choices, the usage.
+fn take_usage_chunk(chunk: &mut Map<String, Value>) -> Map<String, Value> {
+    let mut held: Map<String, Value> = ["id", "object", "created", "model"]
+        .into_iter()
+        .chain(["system_fingerprint", "service_tier"])
+        .filter_map(|k| Some((k.to_owned(), chunk.get(k)?.clone())))
+        .collect();
+    held.insert("choices".into(), Value::Array(Vec::new()));
+    held.insert("usage".into(), chunk.remove("usage").unwrap_or_default());
+    held
 }
 
 /// One choice of a chunk, as much as the fast path reads. `finish_reason` is `Some` when the
