@@ -4,6 +4,7 @@
 //!
 //! - [`request`]: the body checked (a field a chat provider cannot honour is refused by name)
 //!   and its conversation written as a chat-completions body.
+//! - [`tools`]: `tools` and `tool_choice` as chat tools; hosted tools kept apart.
 //! - [`items`]: input and output items, checked and written as chat messages; stored items'
 //!   ids.
 //! - [`reply`]: the response object, and a chat completion read into it.
@@ -16,6 +17,7 @@ pub mod native;
 pub mod reply;
 pub mod request;
 pub mod stream;
+pub mod tools;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

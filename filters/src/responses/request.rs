@@ -13,8 +13,11 @@
 
 use serde_json::{json, Map, Value};
 
-use super::items::{items_to_messages, namespaced_name, normalize_input};
+use super::items::{items_to_messages, normalize_input};
+use super::tools::{read_tools, Tools};
 use crate::GatewayError;
+
+pub use super::tools::is_hosted_tool;
 
 /// The longest model name accepted (as on the chat route).
 const MAX_MODEL_BYTES: usize = 256;
@@ -53,17 +56,6 @@ pub struct ResponsesRequest {
     /// A `tool_choice` that forces a hosted tool (its type): only a Responses provider can
     /// honour it.
     pub forced_hosted: Option<String>,
-}
-
-/// Whether a tool type is one OpenAI runs itself (a hosted tool): web search in every version
-/// (`web_search`, `web_search_preview`, dated variants), file search, the code interpreter,
-/// image generation and remote MCP servers.
-pub fn is_hosted_tool(kind: &str) -> bool {
-    kind.starts_with("web_search")
-        || matches!(
-            kind,
-            "file_search" | "code_interpreter" | "image_generation" | "mcp"
-        )
 }
 
 impl ResponsesRequest {
@@ -123,123 +115,41 @@ impl Frame {
     }
 }
 
-/// Parses and validates a Responses body.
+/// Parses and validates a Responses body. The fields are checked in a fixed order, so a body
+/// with several faults is always told the same one.
 pub fn parse_responses_request(raw: &[u8]) -> Result<ResponsesRequest, GatewayError> {
     let body: Value = serde_json::from_slice(raw)
         .map_err(|e| GatewayError::invalid(format!("body: malformed JSON ({e})")))?;
     let Value::Object(body) = body else {
         return Err(GatewayError::invalid("body: must be a JSON object"));
     };
-    let get = |k: &str| body.get(k).filter(|v| !v.is_null());
-    let model = match get("model") {
-        None => return Err(field_err("model", "is required")),
-        Some(Value::String(s)) if s.trim().is_empty() => {
-            return Err(field_err("model", "must not be empty"))
-        }
-        Some(Value::String(s)) if s.len() > MAX_MODEL_BYTES => {
-            return Err(field_err("model", "must be at most 256 bytes"))
-        }
-        Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(field_err("model", "must be a string")),
-    };
-    let previous_response_id = match get("previous_response_id") {
-        None => None,
-        Some(Value::String(s)) if !s.is_empty() && s.len() <= 128 => Some(s.clone()),
-        Some(_) => {
-            return Err(field_err(
-                "previous_response_id",
-                "must be a response id (a string)",
-            ))
-        }
-    };
-    let input = match get("input") {
+    let fields = Fields(&body);
+    let model = fields.model()?;
+    let previous_response_id = fields.previous_response_id()?;
+    let input = match fields.get("input") {
         None if previous_response_id.is_some() => Vec::new(),
         None => return Err(field_err("input", "is required")),
         Some(v) => normalize_input(v)?,
     };
-    let instructions = match get("instructions") {
+    let instructions = match fields.get("instructions") {
         None => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(field_err("instructions", "must be a string")),
     };
-    let flag = |k: &str, default: bool| match get(k) {
-        None => Ok(default),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(field_err(k, "must be a boolean")),
-    };
-    let stream = flag("stream", false)?;
-    let store = flag("store", true)?;
-    let parallel_tool_calls = flag("parallel_tool_calls", true)?;
-    if flag("background", false)? {
+    let stream = fields.flag("stream", false)?;
+    let store = fields.flag("store", true)?;
+    let parallel_tool_calls = fields.flag("parallel_tool_calls", true)?;
+    if fields.flag("background", false)? {
         return Err(field_err(
             "background",
             "background responses are not supported; send the request and wait, or stream it",
         ));
     }
-
     let mut chat = Map::new();
-    let number = |k: &str, lo: f64, hi: f64| -> Result<Option<Value>, GatewayError> {
-        match get(k) {
-            None => Ok(None),
-            Some(v) => match v.as_f64() {
-                Some(x) if (lo..=hi).contains(&x) => Ok(Some(v.clone())),
-                _ => Err(field_err(k, format!("must be a number from {lo} to {hi}"))),
-            },
-        }
-    };
-    if let Some(t) = number("temperature", 0.0, 2.0)? {
-        chat.insert("temperature".into(), t);
-    }
-    if let Some(p) = number("top_p", 0.0, 1.0)? {
-        chat.insert("top_p".into(), p);
-    }
-    let max_output_tokens = match get("max_output_tokens") {
-        None => None,
-        Some(v) => match v.as_u64() {
-            Some(n) if n >= 1 => Some(n),
-            _ => return Err(field_err("max_output_tokens", "must be a positive integer")),
-        },
-    };
-    if let Some(n) = max_output_tokens {
-        chat.insert("max_tokens".into(), n.into());
-    }
-    if let Some(v) = get("top_logprobs") {
-        if v.as_u64() != Some(0) {
-            return Err(field_err(
-                "top_logprobs",
-                "log probabilities are not supported",
-            ));
-        }
-    }
-    if let Some(v) = get("truncation") {
-        if !matches!(v.as_str(), Some("disabled" | "auto")) {
-            return Err(field_err("truncation", "must be \"disabled\" or \"auto\""));
-        }
-    }
-    for unsupported in ["prompt", "conversation", "max_tool_calls"] {
-        if get(unsupported).is_some() {
-            return Err(field_err(unsupported, "is not supported by this gateway"));
-        }
-    }
-    if let Some(inc) = get("include") {
-        let Some(list) = inc.as_array() else {
-            return Err(field_err("include", "must be an array of strings"));
-        };
-        for (i, v) in list.iter().enumerate() {
-            match v.as_str() {
-                Some(s) if INCLUDES.contains(&s) => {}
-                Some(s) => {
-                    return Err(field_err(
-                        &format!("include[{i}]"),
-                        format!("`{s}` is not supported"),
-                    ))
-                }
-                None => return Err(field_err(&format!("include[{i}]"), "must be a string")),
-            }
-        }
-    }
-    let metadata = match get("metadata") {
-        None => Value::Null,
+    let max_output_tokens = fields.sampling(&mut chat)?;
+    fields.refuse_unsupported()?;
+    let metadata = match fields.get("metadata") {
+        None => json!({}),
         Some(m) => check_metadata(m)?,
     };
     let Tools {
@@ -247,60 +157,28 @@ pub fn parse_responses_request(raw: &[u8]) -> Result<ResponsesRequest, GatewayEr
         hosted: hosted_tools,
         forced_hosted,
     } = read_tools(
-        get("tools"),
-        get("tool_choice"),
+        fields.get("tools"),
+        fields.get("tool_choice"),
         parallel_tool_calls,
         &mut chat,
     )?;
-    if let Some(text) = get("text") {
+    if let Some(text) = fields.get("text") {
         read_text(text, &mut chat)?;
     }
-    if let Some(reasoning) = get("reasoning") {
-        let Some(r) = reasoning.as_object() else {
-            return Err(field_err("reasoning", "must be an object"));
-        };
-        match r.get("effort").filter(|v| !v.is_null()) {
-            None => {}
-            Some(Value::String(e))
-                if ["none", "minimal", "low", "medium", "high", "xhigh"].contains(&e.as_str()) =>
-            {
-                chat.insert("reasoning_effort".into(), e.clone().into());
-            }
-            Some(_) => {
-                return Err(field_err(
-                    "reasoning.effort",
-                    "must be one of none, minimal, low, medium, high, xhigh",
-                ))
-            }
-        }
+    if let Some(reasoning) = fields.get("reasoning") {
+        read_reasoning(reasoning, &mut chat)?;
     }
-    let echo = |k: &str| get(k).cloned().unwrap_or(Value::Null);
     let frame = Frame {
         instructions: instructions.clone().map_or(Value::Null, Value::String),
         max_output_tokens: max_output_tokens.map_or(Value::Null, Value::from),
-        metadata: if metadata.is_null() {
-            json!({})
-        } else {
-            metadata
-        },
+        metadata,
         parallel_tool_calls,
         previous_response_id: previous_response_id
             .clone()
             .map_or(Value::Null, Value::String),
-        reasoning: get("reasoning")
-            .cloned()
-            .unwrap_or(json!({"effort": null, "summary": null})),
         store,
-        temperature: echo("temperature"),
-        text: get("text")
-            .cloned()
-            .unwrap_or(json!({"format": {"type": "text"}})),
-        tool_choice: get("tool_choice").cloned().unwrap_or(json!("auto")),
-        tools: get("tools").cloned().unwrap_or(json!([])),
-        top_p: echo("top_p"),
-        truncation: get("truncation").cloned().unwrap_or(json!("disabled")),
-        user: echo("user"),
         namespaced,
+        ..fields.echoed()
     };
     Ok(ResponsesRequest {
         model,
@@ -316,6 +194,164 @@ pub fn parse_responses_request(raw: &[u8]) -> Result<ResponsesRequest, GatewayEr
         hosted_tools,
         forced_hosted,
     })
+}
+
+/// A Responses body's members, read with `null` taken as absent (as OpenAI reads them).
+struct Fields<'a>(&'a Map<String, Value>);
+
+impl<'a> Fields<'a> {
+    fn get(&self, k: &str) -> Option<&'a Value> {
+        self.0.get(k).filter(|v| !v.is_null())
+    }
+
+    fn flag(&self, k: &str, default: bool) -> Result<bool, GatewayError> {
+        match self.get(k) {
+            None => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(field_err(k, "must be a boolean")),
+        }
+    }
+
+    fn number(&self, k: &str, lo: f64, hi: f64) -> Result<Option<Value>, GatewayError> {
+        match self.get(k) {
+            None => Ok(None),
+            Some(v) => match v.as_f64() {
+                Some(x) if (lo..=hi).contains(&x) => Ok(Some(v.clone())),
+                _ => Err(field_err(k, format!("must be a number from {lo} to {hi}"))),
+            },
+        }
+    }
+
+    fn model(&self) -> Result<String, GatewayError> {
+        match self.get("model") {
+            None => Err(field_err("model", "is required")),
+            Some(Value::String(s)) if s.trim().is_empty() => {
+                Err(field_err("model", "must not be empty"))
+            }
+            Some(Value::String(s)) if s.len() > MAX_MODEL_BYTES => {
+                Err(field_err("model", "must be at most 256 bytes"))
+            }
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(_) => Err(field_err("model", "must be a string")),
+        }
+    }
+
+    fn previous_response_id(&self) -> Result<Option<String>, GatewayError> {
+        match self.get("previous_response_id") {
+            None => Ok(None),
+            Some(Value::String(s)) if !s.is_empty() && s.len() <= 128 => Ok(Some(s.clone())),
+            Some(_) => Err(field_err(
+                "previous_response_id",
+                "must be a response id (a string)",
+            )),
+        }
+    }
+
+    /// `temperature`, `top_p` and `max_output_tokens` (as `max_tokens`) as the chat request's
+    /// members; `max_output_tokens` is returned for the frame.
+    fn sampling(&self, chat: &mut Map<String, Value>) -> Result<Option<u64>, GatewayError> {
+        if let Some(t) = self.number("temperature", 0.0, 2.0)? {
+            chat.insert("temperature".into(), t);
+        }
+        if let Some(p) = self.number("top_p", 0.0, 1.0)? {
+            chat.insert("top_p".into(), p);
+        }
+        let max_output_tokens = match self.get("max_output_tokens") {
+            None => None,
+            Some(v) => match v.as_u64() {
+                Some(n) if n >= 1 => Some(n),
+                _ => return Err(field_err("max_output_tokens", "must be a positive integer")),
+            },
+        };
+        if let Some(n) = max_output_tokens {
+            chat.insert("max_tokens".into(), n.into());
+        }
+        Ok(max_output_tokens)
+    }
+
+    /// What the gateway cannot honour, refused by name before anything is held.
+    fn refuse_unsupported(&self) -> Result<(), GatewayError> {
+        if let Some(v) = self.get("top_logprobs") {
+            if v.as_u64() != Some(0) {
+                return Err(field_err(
+                    "top_logprobs",
+                    "log probabilities are not supported",
+                ));
+            }
+        }
+        if let Some(v) = self.get("truncation") {
+            if !matches!(v.as_str(), Some("disabled" | "auto")) {
+                return Err(field_err("truncation", "must be \"disabled\" or \"auto\""));
+            }
+        }
+        for unsupported in ["prompt", "conversation", "max_tool_calls"] {
+            if self.get(unsupported).is_some() {
+                return Err(field_err(unsupported, "is not supported by this gateway"));
+            }
+        }
+        if let Some(inc) = self.get("include") {
+            check_include(inc)?;
+        }
+        Ok(())
+    }
+
+    /// The settings a response object repeats as the client sent them (OpenAI's defaults
+    /// where it sent none); the rest of the frame is what the parse read.
+    fn echoed(&self) -> Frame {
+        let echo = |k: &str| self.get(k).cloned().unwrap_or(Value::Null);
+        let or = |k: &str, default: Value| self.get(k).cloned().unwrap_or(default);
+        Frame {
+            reasoning: or("reasoning", json!({"effort": null, "summary": null})),
+            temperature: echo("temperature"),
+            text: or("text", json!({"format": {"type": "text"}})),
+            tool_choice: or("tool_choice", json!("auto")),
+            tools: or("tools", json!([])),
+            top_p: echo("top_p"),
+            truncation: or("truncation", json!("disabled")),
+            user: echo("user"),
+            ..Frame::default()
+        }
+    }
+}
+
+/// `include`: only the values the gateway can honour.
+fn check_include(inc: &Value) -> Result<(), GatewayError> {
+    let Some(list) = inc.as_array() else {
+        return Err(field_err("include", "must be an array of strings"));
+    };
+    for (i, v) in list.iter().enumerate() {
+        match v.as_str() {
+            Some(s) if INCLUDES.contains(&s) => {}
+            Some(s) => {
+                return Err(field_err(
+                    &format!("include[{i}]"),
+                    format!("`{s}` is not supported"),
+                ))
+            }
+            None => return Err(field_err(&format!("include[{i}]"), "must be a string")),
+        }
+    }
+    Ok(())
+}
+
+/// `reasoning.effort` as the chat request's `reasoning_effort`.
+fn read_reasoning(reasoning: &Value, chat: &mut Map<String, Value>) -> Result<(), GatewayError> {
+    let Some(r) = reasoning.as_object() else {
+        return Err(field_err("reasoning", "must be an object"));
+    };
+    match r.get("effort").filter(|v| !v.is_null()) {
+        None => Ok(()),
+        Some(Value::String(e))
+            if ["none", "minimal", "low", "medium", "high", "xhigh"].contains(&e.as_str()) =>
+        {
+            chat.insert("reasoning_effort".into(), e.clone().into());
+            Ok(())
+        }
+        Some(_) => Err(field_err(
+            "reasoning.effort",
+            "must be one of none, minimal, low, medium, high, xhigh",
+        )),
+    }
 }
 
 impl ResponsesRequest {
@@ -345,162 +381,6 @@ impl ResponsesRequest {
         }
         serde_json::to_vec(&Value::Object(body))
             .map_err(|e| GatewayError::invalid(format!("body: {e}")))
-    }
-}
-
-/// A Responses tool as chat tools: a function tool (`name`, `parameters` at the top level) is
-/// one; a `namespace` tool's functions are one each, named `{namespace}__{name}` (recorded in
-/// `namespaced`, so a call is answered with its name and namespace). A hosted tool (web search,
-/// file search, a computer, …) runs at OpenAI, which no chat provider can stand in for: refused.
-/// What `tools` and `tool_choice` say beyond the chat members they are written as.
-struct Tools {
-    namespaced: Vec<(String, String, String)>,
-    hosted: Vec<String>,
-    forced_hosted: Option<String>,
-}
-
-/// `tools` and `tool_choice` as the chat request's members; hosted tools kept apart.
-fn read_tools(
-    tools: Option<&Value>,
-    choice: Option<&Value>,
-    parallel_tool_calls: bool,
-    chat: &mut Map<String, Value>,
-) -> Result<Tools, GatewayError> {
-    let mut read = Tools {
-        namespaced: Vec::new(),
-        hosted: Vec::new(),
-        forced_hosted: None,
-    };
-    let mut functions = Vec::new();
-    match tools {
-        None => {}
-        Some(Value::Array(list)) => {
-            for (i, t) in list.iter().enumerate() {
-                match t.get("type").and_then(Value::as_str) {
-                    Some(kind) if is_hosted_tool(kind) => read.hosted.push(kind.to_owned()),
-                    _ => chat_tools(i, t, &mut functions, &mut read.namespaced)?,
-                }
-            }
-        }
-        Some(_) => return Err(field_err("tools", "must be an array")),
-    }
-    if !functions.is_empty() {
-        chat.insert("tools".into(), Value::Array(functions));
-        chat.insert("parallel_tool_calls".into(), parallel_tool_calls.into());
-    }
-    if let Some(choice) = choice {
-        match choice.get("type").and_then(Value::as_str) {
-            Some(kind) if is_hosted_tool(kind) => read.forced_hosted = Some(kind.to_owned()),
-            _ => {
-                chat.insert("tool_choice".into(), chat_tool_choice(choice)?);
-            }
-        }
-    }
-    Ok(read)
-}
-
-fn chat_tools(
-    i: usize,
-    t: &Value,
-    out: &mut Vec<Value>,
-    namespaced: &mut Vec<(String, String, String)>,
-) -> Result<(), GatewayError> {
-    let at = format!("tools[{i}]");
-    if t.get("type").and_then(Value::as_str) != Some("namespace") {
-        out.push(chat_tool(&at, t, None)?);
-        return Ok(());
-    }
-    let ns = match t.get("name").and_then(Value::as_str) {
-        Some(n) if !n.is_empty() => n,
-        _ => {
-            return Err(field_err(
-                &format!("{at}.name"),
-                "must be a non-empty string",
-            ))
-        }
-    };
-    let Some(list) = t.get("tools").and_then(Value::as_array) else {
-        return Err(field_err(
-            &format!("{at}.tools"),
-            "must be an array of function tools",
-        ));
-    };
-    for (j, inner) in list.iter().enumerate() {
-        let tool = chat_tool(&format!("{at}.tools[{j}]"), inner, Some(ns))?;
-        let name = inner["name"].as_str().unwrap_or_default();
-        namespaced.push((namespaced_name(ns, name), ns.to_owned(), name.to_owned()));
-        out.push(tool);
-    }
-    Ok(())
-}
-
-fn chat_tool(at: &str, t: &Value, namespace: Option<&str>) -> Result<Value, GatewayError> {
-    let at = |f: &str| format!("{at}{f}");
-    let Some(t) = t.as_object() else {
-        return Err(field_err(&at(""), "must be an object"));
-    };
-    match t.get("type").and_then(Value::as_str) {
-        Some("function") => {}
-        Some(other) => {
-            return Err(field_err(
-                &at(".type"),
-                format!(
-                    "`{other}` tools are not supported: function, namespace and hosted tools only"
-                ),
-            ))
-        }
-        None => return Err(field_err(&at(".type"), "is required")),
-    }
-    let name = match t.get("name").and_then(Value::as_str) {
-        Some(n) if !n.is_empty() => n,
-        _ => return Err(field_err(&at(".name"), "must be a non-empty string")),
-    };
-    let mut f = Map::new();
-    match namespace {
-        Some(ns) => f.insert("name".into(), namespaced_name(ns, name).into()),
-        None => f.insert("name".into(), name.into()),
-    };
-    if let Some(d) = t.get("description").filter(|v| !v.is_null()) {
-        if !d.is_string() {
-            return Err(field_err(&at(".description"), "must be a string"));
-        }
-        f.insert("description".into(), d.clone());
-    }
-    if let Some(p) = t.get("parameters").filter(|v| !v.is_null()) {
-        if !p.is_object() {
-            return Err(field_err(
-                &at(".parameters"),
-                "must be a JSON Schema object",
-            ));
-        }
-        f.insert("parameters".into(), p.clone());
-    }
-    if let Some(s) = t.get("strict").filter(|v| !v.is_null()) {
-        if !s.is_boolean() {
-            return Err(field_err(&at(".strict"), "must be a boolean"));
-        }
-        f.insert("strict".into(), s.clone());
-    }
-    Ok(json!({"type": "function", "function": f}))
-}
-
-fn chat_tool_choice(choice: &Value) -> Result<Value, GatewayError> {
-    match choice {
-        Value::String(s) if ["auto", "none", "required"].contains(&s.as_str()) => {
-            Ok(choice.clone())
-        }
-        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
-            match o.get("name").and_then(Value::as_str) {
-                Some(n) if !n.is_empty() => {
-                    Ok(json!({"type": "function", "function": {"name": n}}))
-                }
-                _ => Err(field_err("tool_choice.name", "must be a non-empty string")),
-            }
-        }
-        _ => Err(field_err(
-            "tool_choice",
-            "must be \"auto\", \"none\", \"required\" or {\"type\":\"function\",\"name\":…}",
-        )),
     }
 }
 
