@@ -5,8 +5,12 @@ use bytes::{Buf, Bytes, BytesMut};
 
 use pingora::{Error, ErrorType};
 
-/// A response head (status line and headers) larger than this is refused.
+/// A response head (status line and headers) larger than this is refused, and so are trailers.
 pub(super) const MAX_HEAD: usize = 64 * 1024;
+/// A chunk-size line (size, extensions, CRLF) longer than this is refused.
+pub(super) const MAX_CHUNK_LINE: usize = 1024;
+/// Trailer fields read at most (they are read and dropped; the head's own bound).
+pub(super) const MAX_TRAILERS: usize = 96;
 
 pub fn bad_reply(what: &'static str) -> Box<Error> {
     Error::explain(ErrorType::InvalidHTTPHeader, what)
@@ -31,7 +35,17 @@ pub enum Step {
 /// Advances chunked decoding by one state over `buf`.
 pub fn state_step(buf: &mut BytesMut, state: Chunk) -> pingora::Result<Step> {
     Ok(match state {
+        // httparse reads a line without a digit (`\r\n`, `;x\r\n`) as size 0, the last chunk: a
+        // stray line break would end a body early. RFC 9112's chunk-size is 1*HEXDIG.
+        Chunk::Size if buf.first().is_some_and(|b| !b.is_ascii_hexdigit()) => {
+            return Err(bad_reply("invalid chunk size"))
+        }
+        // The limits hold for a line that came whole as for one cut before its end, so what is
+        // refused does not depend on how the network cut the body.
         Chunk::Size => match httparse::parse_chunk_size(buf) {
+            Ok(httparse::Status::Complete((used, _))) if used > MAX_CHUNK_LINE => {
+                return Err(bad_reply("chunk size line too long"))
+            }
             Ok(httparse::Status::Complete((used, size))) => {
                 buf.advance(used);
                 Step::Next(if size == 0 {
@@ -40,7 +54,7 @@ pub fn state_step(buf: &mut BytesMut, state: Chunk) -> pingora::Result<Step> {
                     Chunk::Data(size)
                 })
             }
-            Ok(httparse::Status::Partial) if buf.len() < 1024 => Step::More,
+            Ok(httparse::Status::Partial) if buf.len() < MAX_CHUNK_LINE => Step::More,
             _ => return Err(bad_reply("invalid chunk size")),
         },
         Chunk::Data(n) => {
@@ -63,19 +77,26 @@ pub fn state_step(buf: &mut BytesMut, state: Chunk) -> pingora::Result<Step> {
             }
             Some(_) => return Err(bad_reply("chunk not followed by CRLF")),
         },
-        Chunk::Trailers => {
-            if buf.starts_with(b"\r\n") {
-                buf.advance(2);
-                return Ok(Step::End);
+        Chunk::Trailers => match trailers(buf)? {
+            Some(used) => {
+                buf.advance(used);
+                Step::End
             }
-            match buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                Some(i) => {
-                    buf.advance(i + 4);
-                    Step::End
-                }
-                None if buf.len() < MAX_HEAD => Step::More,
-                None => return Err(bad_reply("trailers too large")),
-            }
-        }
+            None => Step::More,
+        },
     })
+}
+
+/// The length of the trailer section (fields and the empty line) at the start of `buf`, parsed
+/// as the head is: `None` until it is complete. Trailers that are not fields are the body's
+/// framing gone wrong, and the connection is not trusted with another exchange.
+#[inline(never)]
+fn trailers(buf: &[u8]) -> pingora::Result<Option<usize>> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_TRAILERS];
+    match httparse::parse_headers(buf, &mut fields) {
+        Ok(httparse::Status::Complete((used, _))) if used <= MAX_HEAD => Ok(Some(used)),
+        Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => Ok(None),
+        Ok(_) => Err(bad_reply("trailers too large")),
+        Err(_) => Err(bad_reply("invalid trailers")),
+    }
 }

@@ -29,7 +29,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// A read that fills it doubles the next one, up to `MAX_READ_SIZE`, for large bodies.
 const READ_SIZE: usize = 4 * 1024;
 const MAX_READ_SIZE: usize = 64 * 1024;
-const MAX_HEADERS: usize = 96;
+pub(super) const MAX_HEADERS: usize = 96;
 
 /// Why an exchange failed: before a connection existed, or on it.
 #[derive(Debug)]
@@ -137,26 +137,36 @@ async fn send(
         read_timeout: peer.options.read_timeout,
         read_size: READ_SIZE,
     };
+    // Interim heads count toward the head's limit: an upstream sending them without end would
+    // otherwise hold the exchange for as long as it likes.
+    let mut interim = 0;
+    // Whether any byte came: an interim head leaves the buffer empty, but the request was read,
+    // and sending it again would be a second request.
+    let mut answered = false;
     loop {
-        let parsed = r.parse_head().map_err(|e| (false, e))?;
+        let limit = MAX_HEAD - interim;
+        let before = r.buf.len();
+        let parsed = r.parse_head(limit).map_err(|e| (false, e))?;
         match parsed {
             Some(true) => return Ok(r),
             // An interim 1xx head: read on for the final one.
-            Some(false) => continue,
+            Some(false) => {
+                interim += before - r.buf.len();
+                continue;
+            }
             None => {}
         }
-        if r.buf.len() > MAX_HEAD {
+        if r.buf.len() > limit {
             return Err((false, bad_reply("response head too large")));
         }
-        let nothing_yet = r.buf.is_empty();
         match r.fill().await {
             Ok(0) => {
                 let e = Error::explain(ErrorType::ConnectionClosed, "closed before a response");
-                return Err((nothing_yet, e));
+                return Err((!answered, e));
             }
-            Ok(_) => {}
+            Ok(_) => answered = true,
             Err(e) => {
-                let stale = nothing_yet && e.etype() == &ErrorType::ReadError;
+                let stale = !answered && e.etype() == &ErrorType::ReadError;
                 return Err((stale, e));
             }
         }
@@ -171,11 +181,16 @@ fn has_token(value: &[u8], token: &str) -> bool {
 
 impl Response {
     /// Parses a head at the start of the buffer: `None` when incomplete, `Some(false)` for an
-    /// interim 1xx head (consumed), `Some(true)` for the final head.
-    fn parse_head(&mut self) -> pingora::Result<Option<bool>> {
+    /// interim 1xx head (consumed), `Some(true)` for the final head. A head longer than `limit`
+    /// is refused here when it came whole, as `send` refuses one still coming past it, so that
+    /// what is refused does not depend on how the network cut it.
+    fn parse_head(&mut self, limit: usize) -> pingora::Result<Option<bool>> {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut headers);
         let len = match resp.parse(&self.buf) {
+            Ok(httparse::Status::Complete(len)) if len > limit => {
+                return Err(bad_reply("response head too large"))
+            }
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(_) => return Err(bad_reply("invalid response head")),
@@ -190,31 +205,46 @@ impl Response {
             let start = s.as_ptr() as usize - base;
             start..start + s.len()
         };
-        let (mut length, mut chunked, mut close) = (None, false, resp.version != Some(1));
+        let (mut length, mut close) = (None, resp.version != Some(1));
+        // A Transfer-Encoding field, and whether chunked is its last coding.
+        let (mut coded, mut chunked) = (false, false);
         let mut ranges = Vec::with_capacity(resp.headers.len());
         for h in resp.headers.iter() {
             if h.name.eq_ignore_ascii_case("content-length") {
-                let n = std::str::from_utf8(h.value)
-                    .ok()
-                    .and_then(|v| v.trim().parse::<u64>().ok())
+                // Digits only (RFC 9112 section 6.2): Rust's integer parser would take `+5`,
+                // which a server in front of us may read otherwise.
+                let n = Some(h.value.trim_ascii())
+                    .filter(|v| !v.is_empty() && v.iter().all(u8::is_ascii_digit))
+                    .and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok())
                     .ok_or_else(|| bad_reply("invalid Content-Length"))?;
                 if length.is_some_and(|l| l != n) {
                     return Err(bad_reply("conflicting Content-Length"));
                 }
                 length = Some(n);
             } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-                // Chunked must be the last coding; anything else is read to the close.
-                chunked = h.value.trim_ascii_end().ends_with(b"chunked");
-                close |= !chunked;
+                // The codings of every such field in order, their names in any case (RFC 9112
+                // section 7): chunked must be the last; a body under any other is read to the
+                // close.
+                coded = true;
+                for coding in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                    if !coding.is_empty() {
+                        chunked = coding.eq_ignore_ascii_case(b"chunked");
+                    }
+                }
             } else if h.name.eq_ignore_ascii_case("connection") {
                 close |= has_token(h.value, "close");
             }
             ranges.push((offset(h.name.as_bytes()), offset(h.value)));
         }
+        // Both framings at once is how responses are smuggled past one reader to the next
+        // (RFC 9112 section 6.3): the coding decides this body, and the connection is not kept.
+        close |= coded && (!chunked || length.is_some());
         self.body = if status == 204 || status == 304 || status == 101 {
             Framing::Done
         } else if chunked {
             Framing::Chunked(Chunk::Size)
+        } else if coded {
+            Framing::UntilClose
         } else if let Some(n) = length {
             if n == 0 {
                 Framing::Done
