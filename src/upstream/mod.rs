@@ -15,6 +15,8 @@ pub mod provider;
 pub mod resolve;
 pub mod wire;
 #[cfg(test)]
+mod wire_props;
+#[cfg(test)]
 mod wire_tests;
 
 pub use idle::Connections;
