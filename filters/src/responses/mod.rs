@@ -17,8 +17,8 @@ pub mod native;
 pub mod reply;
 pub mod request;
 pub mod stream;
-pub mod tools;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_messages;
+pub mod tools;
