@@ -217,4 +217,140 @@ mod tour_tests {
             "README.md's ## Architecture does not name these files of src/: {missing:?}"
         );
     }
+
+    /// GitHub's anchor of a heading: lower case, punctuation dropped but `-` and `_`, each
+    /// space a `-`.
+    fn slug(heading: &str) -> String {
+        heading
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect()
+    }
+
+    /// The lines of a Markdown file outside its fenced code blocks.
+    fn prose(md: &str) -> Vec<&str> {
+        let mut fenced = false;
+        md.lines()
+            .filter(|line| {
+                if line.trim_start().starts_with("```") {
+                    fenced = !fenced;
+                    return false;
+                }
+                !fenced
+            })
+            .collect()
+    }
+
+    /// The anchors of a Markdown file's headings; a repeated heading's get `-1`, `-2`, … as on
+    /// GitHub.
+    fn anchors(md: &str) -> Vec<String> {
+        let mut seen = std::collections::HashMap::<String, usize>::new();
+        prose(md)
+            .into_iter()
+            .filter_map(|line| {
+                let text = line.trim_start_matches('#');
+                let level = line.len() - text.len();
+                ((1..=6).contains(&level) && text.starts_with(' ')).then(|| slug(text))
+            })
+            .map(|anchor| {
+                let n = seen.entry(anchor.clone()).or_insert(0);
+                let unique = if *n == 0 {
+                    anchor
+                } else {
+                    format!("{anchor}-{n}")
+                };
+                *n += 1;
+                unique
+            })
+            .collect()
+    }
+
+    /// The targets of a Markdown file's links and images, `](target)`, outside code blocks.
+    fn link_targets(md: &str) -> Vec<String> {
+        prose(md)
+            .into_iter()
+            .flat_map(|line| line.split("](").skip(1))
+            .filter_map(|rest| rest.split_once(')'))
+            .filter_map(|(target, _)| target.split_whitespace().next().map(str::to_owned))
+            .collect()
+    }
+
+    /// The README is the manual and stays short; the long references are `docs/*.md`, each
+    /// linked from it, and no relative link of the README or a docs page points at a file or a
+    /// heading that is not there (a section that moved takes its links along).
+    #[test]
+    fn the_readme_is_short_and_its_docs_links_hold() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let read = |path: &Path| {
+            std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        };
+        let readme = read(&root.join("README.md"));
+        let lines = readme.lines().count();
+        assert!(
+            lines <= 900,
+            "README.md has {lines} lines, more than 900: move a reference to docs/"
+        );
+
+        let mut pages: Vec<String> = std::fs::read_dir(root.join("docs"))
+            .expect("docs/ is readable")
+            .map(|entry| {
+                entry
+                    .expect("a directory entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .filter(|name| name.ends_with(".md"))
+            .collect();
+        pages.sort();
+        let readme_targets = link_targets(&readme);
+        let unlinked: Vec<&String> = pages
+            .iter()
+            .filter(|page| {
+                let target = format!("docs/{page}");
+                !readme_targets
+                    .iter()
+                    .any(|t| t.split('#').next() == Some(target.as_str()))
+            })
+            .collect();
+        assert!(
+            unlinked.is_empty(),
+            "README.md does not link these docs pages: {unlinked:?}"
+        );
+
+        let mut broken = Vec::new();
+        let files = std::iter::once("README.md".to_owned())
+            .chain(pages.iter().map(|p| format!("docs/{p}")));
+        for file in files {
+            let source = root.join(&file);
+            let dir = source.parent().expect("a file has a folder");
+            for target in link_targets(&read(&source)) {
+                if target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                let (path, anchor) = target.split_once('#').unwrap_or((target.as_str(), ""));
+                let linked = if path.is_empty() {
+                    source.clone()
+                } else {
+                    dir.join(path)
+                };
+                if !linked.exists() {
+                    broken.push(format!("{file}: {target} (no such file)"));
+                } else if !anchor.is_empty()
+                    && linked.extension().is_some_and(|e| e == "md")
+                    && !anchors(&read(&linked)).iter().any(|a| a == anchor)
+                {
+                    broken.push(format!("{file}: {target} (no such heading)"));
+                }
+            }
+        }
+        assert!(
+            broken.is_empty(),
+            "links to nothing:\n{}",
+            broken.join("\n")
+        );
+    }
 }
