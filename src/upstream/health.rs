@@ -10,9 +10,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use pingora::lb::health_check::{HealthCheck as PingoraCheck, HttpHealthCheck};
-use pingora::lb::Backend;
 use pingora::protocols::l4::socket::SocketAddr as PingoraAddr;
+use pingora_load_balancing::health_check::{HealthCheck as PingoraCheck, HttpHealthCheck};
+use pingora_load_balancing::Backend;
 
 use super::provider;
 use crate::config::providers::HealthCheck;

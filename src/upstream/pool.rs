@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pingora::lb::selection::RoundRobin;
-use pingora::lb::{Backend, LoadBalancer};
 use pingora::upstreams::peer::HttpPeer;
+use pingora_load_balancing::selection::RoundRobin;
+use pingora_load_balancing::{Backend, LoadBalancer};
 
 use super::health;
 use crate::config::{EndpointUrl, Provider};
