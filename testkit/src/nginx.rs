@@ -1,7 +1,9 @@
 //! nginx as a real TLS terminator in front of a fake provider, and a private PKI made by the
 //! `openssl` command at test time: what the gateway's TLS to providers is tested against
 //! (`tests/upstream_tls.rs`). Neither is a mock: rustls meets nginx's OpenSSL, and every
-//! certificate is one OpenSSL issued.
+//! certificate is one OpenSSL issued. nginx also serves plain HTTP from server blocks a test
+//! writes ([`Nginx::plain`]): a real HTTP/1.1 server's keep-alive, chunking and closes for the
+//! gateway's upstream client (`tests/upstream_nginx.rs`).
 //!
 //! nginx runs as one process of the test's own (`master_process off`, `daemon off`), with its
 //! prefix, config, logs and temporary files in a directory of its own: nothing under
@@ -242,32 +244,12 @@ pub struct Nginx {
 impl Nginx {
     /// Starts nginx on `site` and waits until it accepts connections.
     pub async fn start(pki: &Pki, site: &Site<'_>) -> Result<Nginx, String> {
-        let bin = nginx_bin().ok_or("nginx is not installed")?;
-        let dir = crate::gateway::temp_dir();
-        std::fs::create_dir_all(dir.join("tmp")).map_err(|e| e.to_string())?;
-        let d = dir.display();
-        // As root, nginx would switch to `nobody`, who cannot write the temporary directory.
-        let is_root = Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
-        let user = if is_root { "user root;" } else { "" };
         let client = match &site.client_ca {
             Some(ca) => format!("ssl_client_certificate {ca};\n    ssl_verify_client on;"),
             None => String::new(),
         };
-        let conf = format!(
-            "{user}
-worker_processes 1;
-error_log {d}/error.log info;
-events {{ worker_connections 256; }}
-http {{
-  access_log {d}/access.log;
-  client_body_temp_path {d}/tmp/body;
-  proxy_temp_path {d}/tmp/proxy;
-  fastcgi_temp_path {d}/tmp/fastcgi;
-  uwsgi_temp_path {d}/tmp/uwsgi;
-  scgi_temp_path {d}/tmp/scgi;
+        let http = format!(
+            "  access_log {{dir}}/access.log;
   server {{
     listen {listen} ssl;
     server_name localhost;
@@ -282,12 +264,56 @@ http {{
       proxy_buffering off;
     }}
   }}
-}}
 ",
             listen = site.listen,
             cert = pki.path(&format!("{}.pem", site.cert)),
             key = pki.path(&format!("{}.key", site.cert)),
             upstream = site.upstream,
+        );
+        Self::launch(&http, site.listen).await
+    }
+
+    /// Starts nginx serving plain HTTP with `servers` (`server { ... }` blocks, each listening
+    /// where it says) and waits until `addr` accepts connections. Its access log has one line
+    /// per request: `$server_port $connection $connection_requests $request_method
+    /// $request_uri $status`, so a test sees which connection carried each request and how
+    /// many it had carried.
+    pub async fn plain(addr: SocketAddr, servers: &str) -> Result<Nginx, String> {
+        let http = format!(
+            "  log_format reuse '$server_port $connection $connection_requests $request_method $request_uri $status';
+  access_log {{dir}}/access.log reuse;
+{servers}
+"
+        );
+        Self::launch(&http, addr).await
+    }
+
+    /// Runs nginx with `http` inside its `http` block (`{dir}` there is its own directory).
+    async fn launch(http: &str, addr: SocketAddr) -> Result<Nginx, String> {
+        let bin = nginx_bin().ok_or("nginx is not installed")?;
+        let dir = crate::gateway::temp_dir();
+        std::fs::create_dir_all(dir.join("tmp")).map_err(|e| e.to_string())?;
+        let d = dir.display();
+        // As root, nginx would switch to `nobody`, who cannot write the temporary directory.
+        let is_root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+        let user = if is_root { "user root;" } else { "" };
+        let http = http.replace("{dir}", &d.to_string());
+        let conf = format!(
+            "{user}
+worker_processes 1;
+error_log {d}/error.log info;
+events {{ worker_connections 256; }}
+http {{
+  client_body_temp_path {d}/tmp/body;
+  proxy_temp_path {d}/tmp/proxy;
+  fastcgi_temp_path {d}/tmp/fastcgi;
+  uwsgi_temp_path {d}/tmp/uwsgi;
+  scgi_temp_path {d}/tmp/scgi;
+{http}}}
+"
         );
         let conf_path = dir.join("nginx.conf");
         std::fs::write(&conf_path, conf).map_err(|e| e.to_string())?;
@@ -304,11 +330,7 @@ http {{
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("start nginx: {e}"))?;
-        let mut n = Nginx {
-            child,
-            dir,
-            addr: site.listen,
-        };
+        let mut n = Nginx { child, dir, addr };
         let start = Instant::now();
         loop {
             if tokio::net::TcpStream::connect(n.addr).await.is_ok() {
