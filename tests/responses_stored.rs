@@ -354,3 +354,56 @@ async fn concurrent_stored_responses_are_each_readable_once_answered() {
     ids.dedup();
     assert_eq!(ids.len(), 30);
 }
+
+/// A request sent with `host` as its `Host` header (a gateway behind a load balancer sees the
+/// public name, not its own address).
+async fn behind(gw: &Gateway, host: &str, method: &str, path: &str, body: &[u8]) -> Response {
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        gw.key,
+        body.len()
+    );
+    let mut raw = head.into_bytes();
+    raw.extend_from_slice(body);
+    raw_request(gw.addr, &raw).await
+}
+
+#[tokio::test]
+async fn a_stored_response_is_read_behind_any_host_its_post_was_served_under() {
+    // The MCP endpoints' DNS-rebinding check once applied to every key-only route: the POST
+    // answered 200 behind a load balancer's name and the GET of its id 403.
+    let fake = FakeOpenAi::start("p").await;
+    let gw = Gateway::start(tollgate_bin!(), &one_model_config(&fake, "m")).await;
+    let host = "api.example.com";
+    let body = json!({"model": "m", "input": "hello"}).to_string();
+    let posted = behind(&gw, host, "POST", "/v1/responses", body.as_bytes()).await;
+    assert_eq!(posted.status, 200, "{}", posted.text());
+    let id = posted.json()["id"].as_str().unwrap().to_owned();
+    let got = behind(&gw, host, "GET", &format!("/v1/responses/{id}"), b"").await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(got.json()["id"], id.as_str());
+    let items = behind(
+        &gw,
+        host,
+        "GET",
+        &format!("/v1/responses/{id}/input_items"),
+        b"",
+    )
+    .await;
+    assert_eq!(items.status, 200, "{}", items.text());
+    let deleted = behind(&gw, host, "DELETE", &format!("/v1/responses/{id}"), b"").await;
+    assert_eq!(deleted.status, 200, "{}", deleted.text());
+    // The MCP endpoint behind the same name is still refused: the check is its own.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}})
+    .to_string();
+    let mcp = behind(&gw, host, "POST", "/mcp", init.as_bytes()).await;
+    assert_eq!(mcp.status, 403, "{}", mcp.text());
+    assert_eq!(
+        mcp.json()["error"]["type"],
+        "permission_error",
+        "{}",
+        mcp.text()
+    );
+}

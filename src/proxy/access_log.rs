@@ -1,5 +1,6 @@
 //! What is recorded of every request when it ends: the request metrics, and one log line per
-//! chat completion (any wire format) and embeddings request with what was served and charged.
+//! metered request (a model request of any front door, a tool call) with what was served and
+//! charged.
 
 use crate::metrics::Metrics;
 use crate::request::ctx::RequestCtx;
@@ -15,18 +16,9 @@ pub fn record(m: &Metrics, ctx: &RequestCtx) {
     m.latency
         .with_label_values(&[ctx.route, model])
         .observe(ctx.start.elapsed().as_secs_f64());
-    // Every wire format of the chat pipeline (`/v1/chat/completions`, `/v1/messages`,
-    // `/v1/responses`, `/v1/completions`), and embeddings: every metered model request (the stored-response
-    // reads share the `responses` label and log a line too).
-    if matches!(
-        ctx.route,
-        "chat" | "messages" | "responses" | "completions" | "gemini" | "embeddings"
-    ) {
-        let what = if ctx.route == "embeddings" {
-            "embeddings"
-        } else {
-            "chat completion"
-        };
+    // One line for every metered request, of whichever door (a tool call's usage row names
+    // the tool as its model, and its provider is `mcp:{slug}`).
+    if let Some(door) = ctx.metered_by {
         tracing::info!(
             request_id = %ctx.request_id,
             route = ctx.route,
@@ -44,7 +36,8 @@ pub fn record(m: &Metrics, ctx: &RequestCtx) {
             client_gone = ctx.client_gone,
             error = ctx.error.as_deref().unwrap_or(""),
             elapsed_ms = ctx.start.elapsed().as_millis() as u64,
-            "{what}"
+            "{}",
+            door.what()
         );
     }
 }

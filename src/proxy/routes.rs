@@ -8,9 +8,9 @@ use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::table::{self, Access, Limit, Route, ROUTES};
 use crate::auth::caller::{self, Caller};
-use crate::request::ctx::{RequestCtx, Wire};
+use crate::request::ctx::{Door, RequestCtx, Wire};
 use crate::runtime::Shared;
-use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Open};
+use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Mcp, Open};
 
 /// A row's path cut once at its `{id}`: `before` and `after` the segment, or the whole path
 /// (`after` None). A pattern holds at most one `{id}` (a test checks the table), which matches
@@ -62,8 +62,8 @@ fn matches<'p>(pattern: &'static str, path: &'p str) -> Option<&'p str> {
 enum Lookup<'p> {
     /// The row and the value of its `{id}` segment ("" without one).
     Found(&'static Route, &'p str),
-    /// Rows match the path under other methods (405); who may call them.
-    WrongMethod(Access),
+    /// Rows match the path under other methods (405); who may call them, and their door.
+    WrongMethod(Access, Door),
     /// No row matches the path (404).
     NotFound,
 }
@@ -75,10 +75,30 @@ fn find<'p>(method: &str, path: &'p str) -> Lookup<'p> {
             if r.method == method {
                 return Lookup::Found(r, id);
             }
-            other = Some(r.access);
+            other = Some((r.access, r.door));
         }
     }
-    other.map_or(Lookup::NotFound, Lookup::WrongMethod)
+    other.map_or(Lookup::NotFound, |(access, door)| {
+        Lookup::WrongMethod(access, door)
+    })
+}
+
+/// The wire format of the refusal of a request no row serves: a row's under another method
+/// names its door; a path of no row is answered in the shape of the API its prefix belongs to
+/// (an Anthropic or a Google client reads its own error shape even for a path it mistyped).
+fn unrouted_wire(path: &str, miss: &Lookup<'_>) -> Wire {
+    if let Lookup::WrongMethod(_, door) = miss {
+        return door.wire();
+    }
+    if path.starts_with("/v1/messages") {
+        Wire::Anthropic
+    } else if path.starts_with("/v1beta/")
+        || (path.starts_with("/v1/models/") && path.contains(':'))
+    {
+        Wire::Gemini
+    } else {
+        Wire::OpenAi
+    }
 }
 
 /// The error for a request the table has no row for. The caller is checked first where the
@@ -101,7 +121,7 @@ async fn refuse(
         );
     }
     match lookup {
-        Lookup::WrongMethod(access) => {
+        Lookup::WrongMethod(access, _) => {
             if access == KeyOrSession {
                 if let Err(e) = caller::authenticate(shared, session, true).await {
                     return e;
@@ -124,15 +144,6 @@ pub async fn dispatch(
 ) -> Result<(), GatewayError> {
     let path = session.req_header().uri.path().to_owned();
     let method = session.req_header().method.as_str().to_owned();
-    if path.starts_with("/v1/messages") {
-        // Anthropic's clients read Anthropic's error shape, from the first refusal on.
-        ctx.wire = Wire::Anthropic;
-    } else if path.starts_with("/v1beta/")
-        || (path.starts_with("/v1/models/") && path.contains(':'))
-    {
-        // And Google's, Google's.
-        ctx.wire = Wire::Gemini;
-    }
     let (route, id) = match find(&method, &path) {
         Lookup::Found(route, id) => (route, id),
         miss => {
@@ -141,24 +152,27 @@ pub async fn dispatch(
             } else {
                 "other"
             };
+            ctx.wire = unrouted_wire(&path, &miss);
             return Err(refuse(shared, session, &method, &path, miss).await);
         }
     };
     ctx.route = route.label;
-    if route.access == Key {
-        crate::mcp::origin::check(&shared.runtime.load().config, session)?;
+    // A client reads its door's error shape from the first refusal on.
+    ctx.wire = route.door.wire();
+    if route.door != Door::Own && route.limit == Limit::Plan {
+        ctx.metered_by = Some(route.door);
     }
     let caller = match route.access {
         Open => Caller::Guest,
-        // The MCP endpoints take an OAuth access token too, and challenge with its metadata.
-        Key if path.starts_with("/mcp") => {
+        Mcp => {
+            crate::mcp::origin::check(&shared.runtime.load().config, session)?;
             crate::oauth::bearer::caller(shared, session, ctx, &path).await?
         }
         KeyOrGuest | Key => caller::authenticate(shared, session, false).await?,
         Anyone | KeyOrSession => caller::authenticate(shared, session, true).await?,
         Admin => caller::admin(shared, session).await?,
     };
-    if route.access == Key && !matches!(caller, Caller::Key(_)) {
+    if matches!(route.access, Key | Mcp) && !matches!(caller, Caller::Key(_)) {
         return Err(GatewayError::new(
             ErrorKind::Authentication,
             "this endpoint needs an API key: send Authorization: Bearer <API key>",
@@ -184,7 +198,7 @@ mod tests {
     fn status(method: &str, path: &str) -> u16 {
         match find(method, path) {
             Lookup::Found(..) => 200,
-            Lookup::WrongMethod(_) => 405,
+            Lookup::WrongMethod(..) => 405,
             Lookup::NotFound => 404,
         }
     }
@@ -216,7 +230,7 @@ mod tests {
         assert_eq!(status("GET", "/v1/models/"), 404);
         assert!(matches!(
             find("PUT", "/api/v1/usage"),
-            Lookup::WrongMethod(Access::KeyOrSession)
+            Lookup::WrongMethod(Access::KeyOrSession, Door::Own)
         ));
     }
 
@@ -248,7 +262,7 @@ mod tests {
         for r in ROUTES {
             let fits = match r.limit {
                 // Counted per tools/call against the key's plan.
-                Limit::PerToolCall => r.access == Access::Key,
+                Limit::PerToolCall => r.access == Access::Mcp,
                 // Only guests count: the route must let guests in.
                 Limit::Guests => r.access == Access::Anyone,
                 // Per client address, before anyone is known.

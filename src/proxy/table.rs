@@ -11,13 +11,13 @@ use tollgate_filters::GatewayError;
 use super::probes;
 use crate::auth::caller::Caller;
 use crate::chat::models::Listing;
-use crate::request::ctx::RequestCtx;
+use crate::request::ctx::{Door, RequestCtx};
 use crate::runtime::Shared;
 use crate::{
     accounts, admin, chat, completions, dashboard, embeddings, gemini, mcp, oauth, payments,
     responses,
 };
-use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Open};
+use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Mcp, Open};
 use Limit::{Free, Guests, Logins, PerToolCall, Plan, Signups};
 
 /// Who may call a route; resolved before its handler runs, which receives the caller.
@@ -32,10 +32,14 @@ pub enum Access {
     /// As [`Access::KeyOrGuest`], and a dashboard session cookie too (the model lists, which
     /// the dashboard shows).
     Anyone,
-    /// An API key only, through this gateway's own host and from no other site's page (the
-    /// MCP endpoints: DNS-rebinding protection, `mcp::origin`, 403 before anything else). On
-    /// `/mcp*` an OAuth access token too, acting as its grant's key (`oauth::bearer`).
+    /// An API key only (a stored response: a guest or a dashboard session has none).
     Key,
+    /// The MCP endpoints: an API key, or an OAuth access token acting as its grant's key
+    /// (`oauth::bearer`, whose 401 challenges with the resource's metadata); and only through
+    /// this gateway's own host and from no other site's page (DNS-rebinding protection,
+    /// `mcp::origin`, 403 before anything else). A browser-reachable local tool server is what
+    /// that check protects; the model endpoints are called from anywhere behind any host.
+    Mcp,
     /// An API key, or a dashboard session cookie.
     KeyOrSession,
     /// The admin token, or an operator's dashboard session.
@@ -70,6 +74,9 @@ pub struct Route {
     pub path: &'static str,
     pub access: Access,
     pub limit: Limit,
+    /// The front door its requests come in by: the wire format of its answers, errors
+    /// included, and, with a plan's limit, the metered request its access-log line tells of.
+    pub door: Door,
     pub handler: Handler,
     /// The `route` label of the request metrics.
     pub label: &'static str,
@@ -82,7 +89,7 @@ pub struct Route {
 macro_rules! routes {
     (
         |$shared:ident, $session:ident, $ctx:ident, $caller:ident, $id:ident|
-        $($name:ident: $method:literal $path:literal, ($access:ident, $limit:ident), $label:literal
+        $($name:ident: $method:literal $path:literal, ($access:ident, $limit:ident, $door:ident), $label:literal
             => $call:expr;)*
     ) => {
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +102,7 @@ macro_rules! routes {
             path: $path,
             access: $access,
             limit: $limit,
+            door: Door::$door,
             handler: Handler::$name,
             label: $label,
         },)*];
@@ -115,152 +123,152 @@ macro_rules! routes {
     };
 }
 
-// A row: `Name: METHOD "path", (who may call, what it counts against), "metrics label"
-// => the handler's call;`
+// A row: `Name: METHOD "path", (who may call, what it counts against, its front door),
+// "metrics label" => the handler's call;`
 routes! {
     |shared, session, ctx, caller, id|
-    Chat: "POST" "/v1/chat/completions", (KeyOrGuest, Plan), "chat"
+    Chat: "POST" "/v1/chat/completions", (KeyOrGuest, Plan, Chat), "chat"
         => chat::handle(shared, session, ctx, caller).await;
-    Messages: "POST" "/v1/messages", (KeyOrGuest, Plan), "messages"
+    Messages: "POST" "/v1/messages", (KeyOrGuest, Plan, Messages), "messages"
         => chat::handle(shared, session, ctx, caller).await;
-    CountTokens: "POST" "/v1/messages/count_tokens", (KeyOrGuest, Plan), "messages"
+    CountTokens: "POST" "/v1/messages/count_tokens", (KeyOrGuest, Plan, Messages), "messages"
         => chat::count_tokens::count_tokens(shared, session, ctx, caller).await;
-    Completions: "POST" "/v1/completions", (KeyOrGuest, Plan), "completions"
+    Completions: "POST" "/v1/completions", (KeyOrGuest, Plan, Completions), "completions"
         => completions::handle(shared, session, ctx, caller).await;
-    GeminiGenerate: "POST" "/v1beta/models/{id}", (KeyOrGuest, Plan), "gemini"
+    GeminiGenerate: "POST" "/v1beta/models/{id}", (KeyOrGuest, Plan, Gemini), "gemini"
         => gemini::handle(shared, session, ctx, caller, id).await;
     // Google's SDKs use the stable version's path too when given a base URL.
-    GeminiGenerateV1: "POST" "/v1/models/{id}", (KeyOrGuest, Plan), "gemini"
+    GeminiGenerateV1: "POST" "/v1/models/{id}", (KeyOrGuest, Plan, Gemini), "gemini"
         => gemini::handle(shared, session, ctx, caller, id).await;
-    GeminiModels: "GET" "/v1beta/models", (Anyone, Guests), "models"
+    GeminiModels: "GET" "/v1beta/models", (Anyone, Guests, Gemini), "models"
         => gemini::models(shared, session, ctx).await;
-    GeminiModel: "GET" "/v1beta/models/{id}", (Anyone, Guests), "models"
+    GeminiModel: "GET" "/v1beta/models/{id}", (Anyone, Guests, Gemini), "models"
         => gemini::model(shared, session, ctx, id).await;
-    Embeddings: "POST" "/v1/embeddings", (KeyOrGuest, Plan), "embeddings"
+    Embeddings: "POST" "/v1/embeddings", (KeyOrGuest, Plan, Embeddings), "embeddings"
         => embeddings::handle(shared, session, ctx, caller).await;
-    Responses: "POST" "/v1/responses", (KeyOrGuest, Plan), "responses"
+    Responses: "POST" "/v1/responses", (KeyOrGuest, Plan, Responses), "responses"
         => responses::handle(shared, session, ctx, caller).await;
-    GetResponse: "GET" "/v1/responses/{id}", (Key, Free), "responses"
+    GetResponse: "GET" "/v1/responses/{id}", (Key, Free, Responses), "responses"
         => responses::stored::get(shared, session, ctx, caller, id).await;
-    DeleteResponse: "DELETE" "/v1/responses/{id}", (Key, Free), "responses"
+    DeleteResponse: "DELETE" "/v1/responses/{id}", (Key, Free, Responses), "responses"
         => responses::stored::delete(shared, session, ctx, caller, id).await;
-    ResponseInputItems: "GET" "/v1/responses/{id}/input_items", (Key, Free), "responses"
+    ResponseInputItems: "GET" "/v1/responses/{id}/input_items", (Key, Free, Responses), "responses"
         => responses::stored::input_items(shared, session, ctx, caller, id).await;
-    Models: "GET" "/v1/models", (Anyone, Guests), "models"
+    Models: "GET" "/v1/models", (Anyone, Guests, Own), "models"
         => chat::models::models(shared, session, ctx, caller).await;
-    Pricing: "GET" "/v1/models/pricing", (Anyone, Guests), "pricing"
+    Pricing: "GET" "/v1/models/pricing", (Anyone, Guests, Own), "pricing"
         => chat::models::handle(shared, session, ctx, Listing::Pricing).await;
-    Changelog: "GET" "/v1/models/changelog", (Anyone, Free), "pricing"
+    Changelog: "GET" "/v1/models/changelog", (Anyone, Free, Own), "pricing"
         => chat::models::handle(shared, session, ctx, Listing::Changelog).await;
     // The built-in demo provider, for the gateway's own `demo` pools (loopback only).
-    Demo: "POST" "/_demo/v1/chat/completions", (Open, Free), "demo"
+    Demo: "POST" "/_demo/v1/chat/completions", (Open, Free, Own), "demo"
         => chat::demo::chat(shared, session, ctx).await;
-    Healthz: "GET" "/healthz", (Open, Free), "healthz" => probes::healthz(session, ctx).await;
+    Healthz: "GET" "/healthz", (Open, Free, Own), "healthz" => probes::healthz(session, ctx).await;
     // The pricing page and the dashboard app (one page; the script renders the route).
-    Home: "GET" "/", (Open, Free), "dashboard" => dashboard::page(shared, session, ctx).await;
-    PricingPage: "GET" "/pricing", (Open, Free), "dashboard"
+    Home: "GET" "/", (Open, Free, Own), "dashboard" => dashboard::page(shared, session, ctx).await;
+    PricingPage: "GET" "/pricing", (Open, Free, Own), "dashboard"
         => dashboard::page(shared, session, ctx).await;
-    Dashboard: "GET" "/dashboard", (Open, Free), "dashboard"
+    Dashboard: "GET" "/dashboard", (Open, Free, Own), "dashboard"
         => dashboard::page(shared, session, ctx).await;
-    DashboardPage: "GET" "/dashboard/{id}", (Open, Free), "dashboard"
+    DashboardPage: "GET" "/dashboard/{id}", (Open, Free, Own), "dashboard"
         => dashboard::page(shared, session, ctx).await;
-    Asset: "GET" "/assets/{id}", (Open, Free), "dashboard"
+    Asset: "GET" "/assets/{id}", (Open, Free, Own), "dashboard"
         => dashboard::asset(shared, session, ctx, id).await;
-    Readyz: "GET" "/readyz", (Open, Free), "readyz" => probes::readyz(shared, session, ctx).await;
-    Signup: "POST" "/api/v1/auth/signup", (Open, Signups), "api"
+    Readyz: "GET" "/readyz", (Open, Free, Own), "readyz" => probes::readyz(shared, session, ctx).await;
+    Signup: "POST" "/api/v1/auth/signup", (Open, Signups, Own), "api"
         => accounts::signup::signup(shared, session, ctx).await;
-    Login: "POST" "/api/v1/auth/login", (Open, Logins), "api"
+    Login: "POST" "/api/v1/auth/login", (Open, Logins, Own), "api"
         => accounts::login::login(shared, session, ctx).await;
-    Logout: "POST" "/api/v1/auth/logout", (Open, Free), "api"
+    Logout: "POST" "/api/v1/auth/logout", (Open, Free, Own), "api"
         => accounts::login::logout(shared, session, ctx).await;
-    Me: "GET" "/api/v1/auth/me", (KeyOrSession, Free), "api"
+    Me: "GET" "/api/v1/auth/me", (KeyOrSession, Free, Own), "api"
         => accounts::me::me(shared, session, ctx, caller).await;
-    ListKeys: "GET" "/api/v1/keys", (KeyOrSession, Free), "api"
+    ListKeys: "GET" "/api/v1/keys", (KeyOrSession, Free, Own), "api"
         => accounts::keys::list_keys(shared, session, ctx, caller).await;
-    CreateKey: "POST" "/api/v1/keys", (KeyOrSession, Free), "api"
+    CreateKey: "POST" "/api/v1/keys", (KeyOrSession, Free, Own), "api"
         => accounts::keys::create_key(shared, session, ctx, caller).await;
-    UpdateKey: "PATCH" "/api/v1/keys/{id}", (KeyOrSession, Free), "api"
+    UpdateKey: "PATCH" "/api/v1/keys/{id}", (KeyOrSession, Free, Own), "api"
         => accounts::keys::update_key(shared, session, ctx, caller, id).await;
-    RotateKey: "POST" "/api/v1/keys/{id}/rotate", (KeyOrSession, Free), "api"
+    RotateKey: "POST" "/api/v1/keys/{id}/rotate", (KeyOrSession, Free, Own), "api"
         => accounts::keys::rotate_key(shared, session, ctx, caller, id).await;
-    RevokeKey: "DELETE" "/api/v1/keys/{id}", (KeyOrSession, Free), "api"
+    RevokeKey: "DELETE" "/api/v1/keys/{id}", (KeyOrSession, Free, Own), "api"
         => accounts::keys::revoke_key(shared, session, ctx, caller, id).await;
-    Usage: "GET" "/api/v1/usage", (KeyOrSession, Free), "api"
+    Usage: "GET" "/api/v1/usage", (KeyOrSession, Free, Own), "api"
         => accounts::usage::usage(shared, session, ctx, caller).await;
-    AdminAccount: "GET" "/api/v1/admin/accounts/{id}", (Admin, Free), "api"
+    AdminAccount: "GET" "/api/v1/admin/accounts/{id}", (Admin, Free, Own), "api"
         => admin::account(shared, session, ctx, id).await;
-    AdminCredits: "POST" "/api/v1/admin/accounts/{id}/credits", (Admin, Free), "api"
+    AdminCredits: "POST" "/api/v1/admin/accounts/{id}/credits", (Admin, Free, Own), "api"
         => admin::credits(shared, session, ctx, id).await;
-    AdminPlan: "PUT" "/api/v1/admin/accounts/{id}/plan", (Admin, Free), "api"
+    AdminPlan: "PUT" "/api/v1/admin/accounts/{id}/plan", (Admin, Free, Own), "api"
         => admin::plan(shared, session, ctx, id).await;
-    McpRegister: "POST" "/api/v1/mcp/services", (KeyOrSession, Free), "api"
+    McpRegister: "POST" "/api/v1/mcp/services", (KeyOrSession, Free, Own), "api"
         => mcp::developer::register(shared, session, ctx, Some(caller.account()?)).await;
-    McpListOwn: "GET" "/api/v1/mcp/services", (KeyOrSession, Free), "api"
+    McpListOwn: "GET" "/api/v1/mcp/services", (KeyOrSession, Free, Own), "api"
         => mcp::developer::list_own(shared, session, ctx, caller).await;
-    McpUpdate: "PATCH" "/api/v1/mcp/services/{id}", (KeyOrSession, Free), "api"
+    McpUpdate: "PATCH" "/api/v1/mcp/services/{id}", (KeyOrSession, Free, Own), "api"
         => mcp::developer::update(shared, session, ctx, caller, id).await;
-    McpEarnings: "GET" "/api/v1/mcp/earnings", (KeyOrSession, Free), "api"
+    McpEarnings: "GET" "/api/v1/mcp/earnings", (KeyOrSession, Free, Own), "api"
         => mcp::developer::earnings(shared, session, ctx, caller).await;
-    AdminMcpList: "GET" "/api/v1/admin/mcp/services", (Admin, Free), "api"
+    AdminMcpList: "GET" "/api/v1/admin/mcp/services", (Admin, Free, Own), "api"
         => mcp::operator::admin_list(shared, session, ctx).await;
     // A first-party server: the owner is named in the body, and no price cap binds it.
-    AdminMcpRegister: "POST" "/api/v1/admin/mcp/services", (Admin, Free), "api"
+    AdminMcpRegister: "POST" "/api/v1/admin/mcp/services", (Admin, Free, Own), "api"
         => mcp::developer::register(shared, session, ctx, None).await;
-    AdminMcpApprove: "POST" "/api/v1/admin/mcp/services/{id}/approve", (Admin, Free), "api"
+    AdminMcpApprove: "POST" "/api/v1/admin/mcp/services/{id}/approve", (Admin, Free, Own), "api"
         => mcp::operator::admin_move(shared, session, ctx, id, Move::Approve).await;
-    AdminMcpReject: "POST" "/api/v1/admin/mcp/services/{id}/reject", (Admin, Free), "api"
+    AdminMcpReject: "POST" "/api/v1/admin/mcp/services/{id}/reject", (Admin, Free, Own), "api"
         => mcp::operator::admin_move(shared, session, ctx, id, Move::Reject).await;
-    AdminMcpSuspend: "POST" "/api/v1/admin/mcp/services/{id}/suspend", (Admin, Free), "api"
+    AdminMcpSuspend: "POST" "/api/v1/admin/mcp/services/{id}/suspend", (Admin, Free, Own), "api"
         => mcp::operator::admin_move(shared, session, ctx, id, Move::Suspend).await;
-    AdminMcpResume: "POST" "/api/v1/admin/mcp/services/{id}/resume", (Admin, Free), "api"
+    AdminMcpResume: "POST" "/api/v1/admin/mcp/services/{id}/resume", (Admin, Free, Own), "api"
         => mcp::operator::admin_move(shared, session, ctx, id, Move::Resume).await;
-    BillingCheckout: "POST" "/api/v1/billing/checkout", (KeyOrSession, Free), "api"
+    BillingCheckout: "POST" "/api/v1/billing/checkout", (KeyOrSession, Free, Own), "api"
         => payments::checkout::checkout(shared, session, ctx, caller).await;
-    Plans: "GET" "/api/v1/plans", (Open, Free), "api"
+    Plans: "GET" "/api/v1/plans", (Open, Free, Own), "api"
         => payments::plans::plans(shared, session, ctx).await;
-    AdminFind: "GET" "/api/v1/admin/accounts", (Admin, Free), "api"
+    AdminFind: "GET" "/api/v1/admin/accounts", (Admin, Free, Own), "api"
         => admin::find(shared, session, ctx).await;
-    BillingHistory: "GET" "/api/v1/billing", (KeyOrSession, Free), "api"
+    BillingHistory: "GET" "/api/v1/billing", (KeyOrSession, Free, Own), "api"
         => payments::history(shared, session, ctx, caller).await;
-    BillingPortal: "POST" "/api/v1/billing/portal", (KeyOrSession, Free), "api"
+    BillingPortal: "POST" "/api/v1/billing/portal", (KeyOrSession, Free, Own), "api"
         => payments::portal(shared, session, ctx, caller).await;
     // Signed by Stripe, checked by the handler over the raw body.
-    BillingWebhook: "POST" "/api/v1/billing/webhook", (Open, Free), "api"
+    BillingWebhook: "POST" "/api/v1/billing/webhook", (Open, Free, Own), "api"
         => payments::webhook::webhook(shared, session, ctx).await;
-    AdminUnclaimed: "GET" "/api/v1/admin/billing/unclaimed", (Admin, Free), "api"
+    AdminUnclaimed: "GET" "/api/v1/admin/billing/unclaimed", (Admin, Free, Own), "api"
         => payments::unclaimed::list(shared, session, ctx).await;
-    AdminAssign: "POST" "/api/v1/admin/billing/unclaimed/{id}/assign", (Admin, Free), "api"
+    AdminAssign: "POST" "/api/v1/admin/billing/unclaimed/{id}/assign", (Admin, Free, Own), "api"
         => payments::unclaimed::assign(shared, session, ctx, id).await;
     // OAuth 2.1 for MCP clients (src/oauth): discovery, registration, authorization, tokens.
     // Registration writes a row per call: counted per address like logins.
-    OAuthResource: "GET" "/.well-known/oauth-protected-resource", (Open, Free), "oauth"
+    OAuthResource: "GET" "/.well-known/oauth-protected-resource", (Open, Free, Own), "oauth"
         => oauth::metadata::protected_resource(shared, session, ctx, None).await;
-    OAuthResourceAll: "GET" "/.well-known/oauth-protected-resource/mcp", (Open, Free), "oauth"
+    OAuthResourceAll: "GET" "/.well-known/oauth-protected-resource/mcp", (Open, Free, Own), "oauth"
         => oauth::metadata::protected_resource(shared, session, ctx, None).await;
-    OAuthResourceOne: "GET" "/.well-known/oauth-protected-resource/mcp/{id}", (Open, Free), "oauth"
+    OAuthResourceOne: "GET" "/.well-known/oauth-protected-resource/mcp/{id}", (Open, Free, Own), "oauth"
         => oauth::metadata::protected_resource(shared, session, ctx, Some(id)).await;
-    OAuthServer: "GET" "/.well-known/oauth-authorization-server", (Open, Free), "oauth"
+    OAuthServer: "GET" "/.well-known/oauth-authorization-server", (Open, Free, Own), "oauth"
         => oauth::metadata::authorization_server(shared, session, ctx).await;
-    OpenIdConfiguration: "GET" "/.well-known/openid-configuration", (Open, Free), "oauth"
+    OpenIdConfiguration: "GET" "/.well-known/openid-configuration", (Open, Free, Own), "oauth"
         => oauth::metadata::authorization_server(shared, session, ctx).await;
-    OAuthRegister: "POST" "/oauth/register", (Open, Logins), "oauth"
+    OAuthRegister: "POST" "/oauth/register", (Open, Logins, Own), "oauth"
         => oauth::register::register(shared, session, ctx).await;
-    OAuthAuthorize: "GET" "/oauth/authorize", (Open, Free), "oauth"
+    OAuthAuthorize: "GET" "/oauth/authorize", (Open, Free, Own), "oauth"
         => oauth::authorize::start(shared, session, ctx).await;
-    OAuthToken: "POST" "/oauth/token", (Open, Free), "oauth"
+    OAuthToken: "POST" "/oauth/token", (Open, Free, Own), "oauth"
         => oauth::token::token(shared, session, ctx).await;
-    OAuthRevoke: "POST" "/oauth/revoke", (Open, Free), "oauth"
+    OAuthRevoke: "POST" "/oauth/revoke", (Open, Free, Own), "oauth"
         => oauth::token::revoke(shared, session, ctx).await;
-    OAuthConsent: "GET" "/api/v1/oauth/authorize", (KeyOrSession, Free), "api"
+    OAuthConsent: "GET" "/api/v1/oauth/authorize", (KeyOrSession, Free, Own), "api"
         => oauth::authorize::describe(shared, session, ctx, caller).await;
-    OAuthDecide: "POST" "/api/v1/oauth/authorize", (KeyOrSession, Free), "api"
+    OAuthDecide: "POST" "/api/v1/oauth/authorize", (KeyOrSession, Free, Own), "api"
         => oauth::authorize::decide(shared, session, ctx, caller).await;
-    OAuthGrants: "GET" "/api/v1/oauth/grants", (KeyOrSession, Free), "api"
+    OAuthGrants: "GET" "/api/v1/oauth/grants", (KeyOrSession, Free, Own), "api"
         => oauth::grants::list(shared, session, ctx, caller).await;
-    OAuthRevokeGrant: "DELETE" "/api/v1/oauth/grants/{id}", (KeyOrSession, Free), "api"
+    OAuthRevokeGrant: "DELETE" "/api/v1/oauth/grants/{id}", (KeyOrSession, Free, Own), "api"
         => oauth::grants::revoke(shared, session, ctx, caller, id).await;
-    McpAll: "POST" "/mcp", (Key, PerToolCall), "mcp"
+    McpAll: "POST" "/mcp", (Mcp, PerToolCall, Mcp), "mcp"
         => mcp::endpoint::handle(shared, session, ctx, caller, None).await;
-    McpOne: "POST" "/mcp/{id}", (Key, PerToolCall), "mcp"
+    McpOne: "POST" "/mcp/{id}", (Mcp, PerToolCall, Mcp), "mcp"
         => mcp::endpoint::handle(shared, session, ctx, caller, Some(id)).await;
 }

@@ -23,6 +23,48 @@ pub enum Wire {
     Gemini,
 }
 
+/// The front door a request comes in by, named by its route's row: the wire format of every
+/// answer (errors too) and, for a metered request, what its access-log line says it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    /// The gateway's own API, pages and probes (errors in OpenAI's shape).
+    Own,
+    /// OpenAI's chat completions (`/v1/chat/completions`).
+    Chat,
+    /// Anthropic's Messages API (`/v1/messages`, its `count_tokens`).
+    Messages,
+    /// OpenAI's Responses API (`/v1/responses`, stored responses).
+    Responses,
+    /// Google's Gemini API (`/v1beta/models/…`, `/v1/models/{model}:…`).
+    Gemini,
+    /// OpenAI's legacy completions (`/v1/completions`).
+    Completions,
+    /// OpenAI's embeddings (`/v1/embeddings`).
+    Embeddings,
+    /// The MCP endpoints (`/mcp`, `/mcp/{slug}`): metered per `tools/call`.
+    Mcp,
+}
+
+impl Door {
+    pub fn wire(self) -> Wire {
+        match self {
+            Door::Messages => Wire::Anthropic,
+            Door::Gemini => Wire::Gemini,
+            _ => Wire::OpenAi,
+        }
+    }
+
+    /// What a metered request of this door is, in its access-log line.
+    pub fn what(self) -> &'static str {
+        match self {
+            Door::Embeddings => "embeddings",
+            Door::Mcp => "tool call",
+            Door::Own => "request",
+            _ => "chat completion",
+        }
+    }
+}
+
 /// What served a request, and what it used: the usage row's facts.
 #[derive(Debug, Clone)]
 pub struct Delivery {
@@ -38,6 +80,10 @@ pub struct Delivery {
 pub struct RequestCtx {
     pub request_id: String,
     pub wire: Wire,
+    /// The door of a metered request, set when it is admitted as one (by the route table for
+    /// a row with a door and a plan's limit; by the MCP endpoint for each `tools/call`): it
+    /// gets an access-log line.
+    pub metered_by: Option<Door>,
     pub start: Instant,
     /// The route's label in metrics (`chat`, `models`, `api`, …).
     pub route: &'static str,
@@ -87,6 +133,7 @@ impl RequestCtx {
         RequestCtx {
             request_id: new_request_id(),
             wire: Wire::OpenAi,
+            metered_by: None,
             start: Instant::now(),
             route: "other",
             status: 0,
