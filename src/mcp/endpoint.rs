@@ -27,13 +27,16 @@ use super::stateless::{self, declared};
 use super::{asks, inputs, relay};
 use crate::auth::caller::{self, Caller};
 use crate::ledger::mcp::Service;
+use crate::ledger::KeyAuth;
+use crate::metering::charge::Charge;
 use crate::metering::tool::{self, ToolCall};
 use crate::metering::Hold;
-use crate::request::ctx::RequestCtx;
+use crate::request::ctx::{Door, RequestCtx};
 use crate::request::{body, respond};
 use crate::runtime::Shared;
-use crate::tool_servers::client::Upstream;
+use crate::tool_servers::client::{Failure, Upstream};
 use crate::tool_servers::live;
+use crate::tool_servers::reply::Reply;
 
 /// The member of a listed tool's `_meta` that says what one call costs, in whole credits.
 pub const PRICE_META: &str = "tollgate/price_credits";
@@ -47,7 +50,7 @@ pub async fn handle(
     caller: &Caller,
     slug: Option<&str>,
 ) -> Result<(), GatewayError> {
-    // The route table admits only keys here (`Access::Key`).
+    // The route table admits only keys here (`Access::Mcp`).
     let Caller::Key(key) = caller else {
         return Err(GatewayError::new(
             ErrorKind::Authentication,
@@ -55,12 +58,7 @@ pub async fn handle(
         ));
     };
     let rt = shared.runtime.load_full();
-    let raw = body::read(
-        session,
-        rt.config.server.max_body_bytes,
-        rt.config.timeouts.request_body,
-    )
-    .await?;
+    let raw = body::read_within(session, &rt.config).await?;
     let (id, method, params) = match parse_message(&raw) {
         Ok(Incoming::Request { id, method, params }) => (id, method, params),
         Ok(Incoming::Response { id }) => {
@@ -99,86 +97,126 @@ pub async fn handle(
             return Ok(());
         }
     }
-    let services = live::services(shared).await?;
-    // A key limited to some tools sees only the services it may use something of: another does
-    // not exist for it.
-    let allowed = key.allowed_tools.as_deref();
+    let request = Request {
+        id,
+        method: &method,
+        params,
+        is_2026,
+    };
+    request
+        .answer(shared, session, ctx, (caller, key), slug)
+        .await
+}
+
+/// One JSON-RPC request to the endpoint, checked for its era.
+struct Request<'a> {
+    id: Value,
+    method: &'a str,
+    params: Option<&'a RawValue>,
+    is_2026: bool,
+}
+
+impl Request<'_> {
+    /// Answers the request for the services in its scope (`/mcp/{slug}`: that one), in its
+    /// era's shape; a call whose server's notifications were relayed ends its open stream.
+    async fn answer(
+        self,
+        shared: &Shared,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        (caller, key): (&Caller, &KeyAuth),
+        slug: Option<&str>,
+    ) -> Result<(), GatewayError> {
+        let services = live::services(shared).await?;
+        let allowed = key.allowed_tools.as_deref();
+        let scope = scope(&services, allowed, slug)?;
+        let ttl_ms = shared.runtime.load().config.mcp.refresh.as_millis() as u64;
+        // `/mcp/{slug}`'s own service, whose other methods are passed through to it.
+        let own = scope.first().copied().filter(|_| slug.is_some());
+        let (id, params, is_2026) = (&self.id, self.params, self.is_2026);
+        // A call whose notifications were relayed has its answer's stream open already.
+        let mut streamed = false;
+        let answer = match self.method {
+            "server/discover" => stateless::discover(ttl_ms, declared(shared, own, false).await),
+            "initialize" => Ok(raw_json(&json!({
+                "protocolVersion": negotiate(protocol_version(params).as_deref()),
+                "capabilities": declared(shared, own, true).await,
+                "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
+            }))),
+            "ping" => Ok(raw_json(&json!({}))),
+            "subscriptions/listen" => Err(stateless::no_listen()),
+            "tools/list" => Ok(raw_json(
+                &json!({"tools": list(&scope, slug.is_some(), allowed)}),
+            )),
+            "tools/call" => {
+                let mut call = Call {
+                    shared,
+                    id,
+                    params,
+                    account: &key.account_id,
+                    key: &key.key_id,
+                    allowed,
+                    budget: key.limits.budget,
+                    is_2026,
+                    opened: false,
+                };
+                let out = call.run(session, ctx, caller, &scope, slug.is_some()).await;
+                streamed = call.opened;
+                out
+            }
+            other => match own {
+                // One service's own methods (resources, prompts, completion, logging) as it
+                // answers them.
+                Some(s) => Box::pin(forward(shared, s, other, params, !is_2026)).await,
+                None => Err(RpcError::new(
+                    id.clone(),
+                    METHOD_NOT_FOUND,
+                    format!("method `{other}` is not offered at /mcp"),
+                )),
+            },
+        };
+        let (status, answer) = match is_2026 {
+            true => stateless::shape(self.method, answer, ttl_ms),
+            false => (200, answer),
+        };
+        let bytes = match answer {
+            Ok(result) => result_json(id, &result),
+            Err(mut e) => {
+                e.id = id.clone();
+                e.to_json()
+            }
+        };
+        if streamed {
+            relay::finish(session, &bytes).await;
+        } else {
+            respond::send(session, ctx, status, "application/json", bytes, &[]).await;
+        }
+        Ok(())
+    }
+}
+
+/// The live services a request may see: a key limited to some tools sees only the services
+/// it may use something of (another does not exist for it); `/mcp/{slug}` sees that one, or
+/// is a 404.
+fn scope<'s>(
+    services: &'s [Service],
+    allowed: Option<&[String]>,
+    slug: Option<&str>,
+) -> Result<Vec<&'s Service>, GatewayError> {
     let services = services
         .iter()
         .filter(|x| service_allowed(allowed, &x.slug));
-    let scope: Vec<&Service> = match slug {
-        Some(s) => {
-            let found: Vec<&Service> = services.filter(|x| x.slug == s).collect();
-            if found.is_empty() {
-                return Err(GatewayError::new(
-                    ErrorKind::NotFound,
-                    format!("no live tool server `{s}`"),
-                ));
-            }
-            found
-        }
-        None => services.collect(),
+    let Some(s) = slug else {
+        return Ok(services.collect());
     };
-    let ttl_ms = rt.config.mcp.refresh.as_millis() as u64;
-    // A call whose notifications were relayed has its answer's stream open already.
-    let mut streamed = false;
-    // `/mcp/{slug}`'s own service, whose other methods are passed through to it.
-    let own = scope.first().copied().filter(|_| slug.is_some());
-    let answer = match method.as_ref() {
-        "server/discover" => stateless::discover(ttl_ms, declared(shared, own, false).await),
-        "initialize" => Ok(raw_json(&json!({
-            "protocolVersion": negotiate(protocol_version(params).as_deref()),
-            "capabilities": declared(shared, own, true).await,
-            "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
-        }))),
-        "ping" => Ok(raw_json(&json!({}))),
-        "subscriptions/listen" => Err(stateless::no_listen()),
-        "tools/list" => Ok(raw_json(
-            &json!({"tools": list(&scope, slug.is_some(), allowed)}),
-        )),
-        "tools/call" => {
-            let mut call = Call {
-                shared,
-                id: &id,
-                params,
-                account: &key.account_id,
-                key: &key.key_id,
-                allowed,
-                budget: key.limits.budget,
-                is_2026,
-                opened: false,
-            };
-            let out = call.run(session, ctx, caller, &scope, slug.is_some()).await;
-            streamed = call.opened;
-            out
-        }
-        other => match own {
-            // One service's own methods (resources, prompts, completion, logging) as it answers them.
-            Some(s) => Box::pin(forward(shared, s, other, params, !is_2026)).await,
-            None => Err(RpcError::new(
-                id.clone(),
-                METHOD_NOT_FOUND,
-                format!("method `{other}` is not offered at /mcp"),
-            )),
-        },
-    };
-    let (status, answer) = match is_2026 {
-        true => stateless::shape(&method, answer, ttl_ms),
-        false => (200, answer),
-    };
-    let bytes = match answer {
-        Ok(result) => result_json(&id, &result),
-        Err(mut e) => {
-            e.id = id.clone();
-            e.to_json()
-        }
-    };
-    if streamed {
-        relay::finish(session, &bytes).await;
-    } else {
-        respond::send(session, ctx, status, "application/json", bytes, &[]).await;
+    let found: Vec<&Service> = services.filter(|x| x.slug == s).collect();
+    if found.is_empty() {
+        return Err(GatewayError::new(
+            ErrorKind::NotFound,
+            format!("no live tool server `{s}`"),
+        ));
     }
-    Ok(())
+    Ok(found)
 }
 
 /// The `protocolVersion` an `initialize` asks for.
@@ -244,6 +282,7 @@ struct Call<'a> {
 }
 
 impl Call<'_> {
+    /// The call, refused or answered: found, admitted, charged, sent, judged, settled.
     async fn run(
         &mut self,
         session: &mut Session,
@@ -252,41 +291,34 @@ impl Call<'_> {
         scope: &[&Service],
         own_names: bool,
     ) -> Result<Box<RawValue>, RpcError> {
-        let err = |e: GatewayError| RpcError::from_error(self.id.clone(), &e);
+        // Every tools/call is a metered request, refused or not: one access-log line each.
+        ctx.metered_by = Some(Door::Mcp);
         let members = self.params.and_then(raw::object).unwrap_or_default();
         let (Some(params), Some(name)) = (
             self.params,
             raw::get(&members, "name").and_then(raw::as_str),
         ) else {
-            return Err(err(GatewayError::invalid(
+            return Err(self.err(GatewayError::invalid(
                 "params.name: the tool's name is required",
             )));
         };
         let name = name.as_ref();
-        let found = if own_names {
-            scope.first().map(|s| (*s, name))
-        } else {
-            tollgate_filters::mcp::split_name(name)
-                .and_then(|(slug, tool)| scope.iter().find(|s| s.slug == slug).map(|s| (*s, tool)))
-        };
-        let known =
-            |s: &Service, tool: &str| s.has_tool(tool) && tool_allowed(self.allowed, &s.slug, tool);
-        let Some((service, tool)) = found.filter(|(s, t)| known(s, t)) else {
-            return Err(err(GatewayError::invalid(format!(
+        let Some((service, tool)) = self.find(scope, own_names, name) else {
+            ctx.model_requested = Some(name.to_owned());
+            return Err(self.err(GatewayError::invalid(format!(
                 "params.name: unknown tool `{name}`"
             ))));
         };
+        ctx.model_requested = Some(joined_name(&service.slug, tool));
         if raw::get(&members, "arguments")
             .is_some_and(|a| !matches!(raw::kind(a), Kind::Object | Kind::Null))
         {
-            return Err(err(GatewayError::invalid(
-                "params.arguments: must be an object",
-            )));
+            return Err(self.err(GatewayError::invalid("params.arguments: must be an object")));
         }
         // The call counts against the caller's plan like a chat request.
         caller::admit(self.shared, session, ctx, caller)
             .await
-            .map_err(err)?;
+            .map_err(|e| self.err(e))?;
         let rt = self.shared.runtime.load_full();
         let facts = ToolCall {
             request_id: &ctx.request_id,
@@ -299,87 +331,25 @@ impl Call<'_> {
             price: service.price_of(tool).max(0) as u64,
             share_percent: rt.config.mcp.developer_share_percent,
         };
-        let meter = self.shared.meter().map_err(err)?;
-        let (hold, reserved) = match tool::hold(&meter, &facts)
-            .await
-            .map_err(|e| err(e.into()))?
-        {
-            Hold::Placed { hold, reserved, .. } => (hold, reserved),
-            Hold::OverBudget { left } => {
-                self.outcome(&service.slug, "refused");
-                return Err(err(crate::metering::holds::over_budget(self.budget, left)));
-            }
-            Hold::Refused { .. } => {
-                self.outcome(&service.slug, "refused");
-                return Err(err(GatewayError::new(
-                    ErrorKind::InsufficientCredits,
-                    format!(
-                        "the credit balance cannot pay {} credits for `{name}`",
-                        facts.price
-                    ),
-                )));
-            }
-        };
+        let meter = self.shared.meter().map_err(|e| self.err(e))?;
+        let charge = self.charge(&meter, &facts, name).await?;
         let started = Instant::now();
         // The agent's params as sent, but for the tool's own name.
         let params = tool_call_params(params, &members, tool);
-        let timeout = rt.config.mcp.call_timeout;
-        let relayed = relay::wanted(session, self.is_2026);
-        let up = Upstream::resolve(self.shared, &service.upstream_url, timeout).await;
-        let reply = match up.map(|u| u.for_agent(!self.is_2026)) {
-            Ok(up) if relayed.is_some() => {
-                let asks = relayed.unwrap_or_default();
-                let sealer = asks::Sealer::new(self.shared, &service.slug, self.account, timeout);
-                let (reply, opened) =
-                    inputs::call(self.shared, session, ctx, up, &params, asks, &sealer).await;
-                self.opened = opened;
-                reply
-            }
-            Ok(up) => up.request("tools/call", Some(&params)).await,
-            Err(f) => Err(f),
-        };
+        let reply = self.send(session, ctx, service, &params).await;
         let elapsed = started.elapsed();
         self.shared
             .metrics
             .mcp_call_latency
             .with_label_values(&[&service.slug])
             .observe(elapsed.as_secs_f64());
-        let (answer, ok, status, outcome) = match reply {
-            Err(f) => (
-                Err(err(GatewayError::upstream(format!(
-                    "tool server `{}` {f}",
-                    service.slug
-                )))),
-                false,
-                502,
-                "upstream_error",
-            ),
-            Ok(reply) => match passthrough(reply) {
-                Err(mut e) => {
-                    e.id = self.id.clone();
-                    (Err(e), false, 422, "rpc_error")
-                }
-                Ok(result) => match call_succeeded(&result) {
-                    Ok(()) => (Ok(result), true, 200, "ok"),
-                    // The agent sees the tool's own error; it is not charged for it.
-                    Err(_) => (Ok(result), false, 422, "tool_error"),
-                },
-            },
-        };
+        let (answer, ok, status, outcome) = self.judge(reply, &service.slug);
         self.outcome(&service.slug, outcome);
         let latency = elapsed.as_millis() as i64;
-        let written = tool::settle(&meter, hold, &facts, ok, status, latency).await;
-        if let Some(r) = reserved {
-            // What the call was charged counts against the key's budget (its price when the
-            // settlement waits for the ledger: it is owed).
-            let owed = if ok { r.amount } else { 0 };
-            let charged = written.map_or(owed, |w| w.charged);
-            meter
-                .limiter
-                .budgets
-                .settle(&meter.limiter.counters(), r, charged)
-                .await;
-        }
+        let written = charge
+            .settle_tool(&meter, &facts, ok, status, latency)
+            .await;
+        ctx.charged = written;
         if written.is_none() && ok {
             // The ledger failed: the settlement waits and is retried until it commits (the
             // developer is paid then); the agent gets its result now.
@@ -387,6 +357,113 @@ impl Call<'_> {
         }
         ctx.status = status;
         answer
+    }
+
+    fn err(&self, e: GatewayError) -> RpcError {
+        RpcError::from_error(self.id.clone(), &e)
+    }
+
+    /// The service and tool `name` calls: in `/mcp/{slug}`'s own service by the tool's own
+    /// name, else `{slug}__{tool}`; `None` for a tool that is not listed or not the key's.
+    fn find<'s, 'n>(
+        &self,
+        scope: &[&'s Service],
+        own_names: bool,
+        name: &'n str,
+    ) -> Option<(&'s Service, &'n str)> {
+        let found = if own_names {
+            scope.first().map(|s| (*s, name))
+        } else {
+            tollgate_filters::mcp::split_name(name)
+                .and_then(|(slug, tool)| scope.iter().find(|s| s.slug == slug).map(|s| (*s, tool)))
+        };
+        found.filter(|(s, t)| s.has_tool(t) && tool_allowed(self.allowed, &s.slug, t))
+    }
+
+    /// Holds the call's price as its charge, or refuses the call (the balance or the key's
+    /// budget cannot pay it).
+    async fn charge(
+        &self,
+        meter: &crate::metering::Meter<'_>,
+        facts: &ToolCall<'_>,
+        name: &str,
+    ) -> Result<Charge, RpcError> {
+        match tool::hold(meter, facts)
+            .await
+            .map_err(|e| self.err(e.into()))?
+        {
+            Hold::Placed {
+                hold,
+                budget,
+                reserved,
+                ..
+            } => Ok(Charge::new(hold, budget).within(reserved)),
+            Hold::OverBudget { left } => {
+                self.outcome(facts.slug, "refused");
+                Err(self.err(crate::metering::holds::over_budget(self.budget, left)))
+            }
+            Hold::Refused { .. } => {
+                self.outcome(facts.slug, "refused");
+                Err(self.err(GatewayError::new(
+                    ErrorKind::InsufficientCredits,
+                    format!(
+                        "the credit balance cannot pay {} credits for `{name}`",
+                        facts.price
+                    ),
+                )))
+            }
+        }
+    }
+
+    /// Sends the call to its tool server: relaying the server's messages to the agent as an
+    /// event stream when the agent accepts one (`self.opened` once it did).
+    async fn send(
+        &mut self,
+        session: &mut Session,
+        ctx: &RequestCtx,
+        service: &Service,
+        params: &[u8],
+    ) -> Result<Reply, Failure> {
+        let timeout = self.shared.runtime.load().config.mcp.call_timeout;
+        let relayed = relay::wanted(session, self.is_2026);
+        let up = Upstream::resolve(self.shared, &service.upstream_url, timeout).await?;
+        let up = up.for_agent(!self.is_2026);
+        match relayed {
+            Some(asks) => {
+                let sealer = asks::Sealer::new(self.shared, &service.slug, self.account, timeout);
+                let (reply, opened) =
+                    inputs::call(self.shared, session, ctx, up, params, asks, &sealer).await;
+                self.opened = opened;
+                reply
+            }
+            None => up.request("tools/call", Some(params)).await,
+        }
+    }
+
+    /// What the agent is answered, whether the call is charged, its status for the usage row,
+    /// and its outcome for the metrics. A tool's own error is the agent's to see, not charged.
+    fn judge(
+        &self,
+        reply: Result<Reply, Failure>,
+        slug: &str,
+    ) -> (Result<Box<RawValue>, RpcError>, bool, u16, &'static str) {
+        let reply = match reply {
+            Err(f) => {
+                let e = GatewayError::upstream(format!("tool server `{slug}` {f}"));
+                return (Err(self.err(e)), false, 502, "upstream_error");
+            }
+            Ok(reply) => reply,
+        };
+        match passthrough(reply) {
+            Err(mut e) => {
+                e.id = self.id.clone();
+                (Err(e), false, 422, "rpc_error")
+            }
+            Ok(result) => match call_succeeded(&result) {
+                Ok(()) => (Ok(result), true, 200, "ok"),
+                Err(_) => (Ok(result), false, 422, "tool_error"),
+            },
+        }
     }
 
     fn outcome(&self, slug: &str, outcome: &str) {

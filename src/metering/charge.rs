@@ -1,11 +1,13 @@
 //! One request's charge, owned from the hold to the settlement (DESIGN.md, Rules: Credits): the
 //! placed hold with what it pays for, grown before a failover to a pricier candidate, and the
 //! decisions it made for the usage row; settled once, by value, so it cannot be settled twice.
-//! The request keeps it in its context's one metered slot; the pipeline settles it, and the
-//! proxy, after the handler, settles what a dropped future left.
+//! A model request keeps it in its context's one metered slot; the pipeline settles it, and the
+//! proxy, after the handler, settles what a dropped future left. A tool call's is its call's
+//! own, settled by [`Charge::settle_tool`]; both settle the key's budget in one place.
 
 use tollgate_filters::route::ModelSpec;
 
+use super::tool::{self, ToolCall};
 use super::{settle, Budget, Meter, PlacedHold, Served, Written};
 use crate::ledger::StoreError;
 use crate::limits::budgets::Reserved;
@@ -220,23 +222,57 @@ impl Charge {
                 tracing::warn!(request_id = %served.request_id, "could not write the legs of a resumed stream: {e}");
             }
         }
-        if let Some(r) = self.reserved {
-            let charged = written.map_or(owed, |w| w.charged);
-            meter
-                .limiter
-                .budgets
-                .settle(&meter.limiter.counters(), r, charged)
-                .await;
-        }
-        if let Some(t) = self.tokens {
-            let used = i64::try_from(served.usage.total()).unwrap_or(i64::MAX);
-            meter
-                .limiter
-                .tokens
-                .settle(&meter.limiter.counters(), t, used)
-                .await;
-        }
+        let used = i64::try_from(served.usage.total()).unwrap_or(i64::MAX);
+        settle_limits(meter, self.reserved, self.tokens, written, owed, used).await;
         written
+    }
+
+    /// Settles a tool call's charge: the call's price and its developer's share when it
+    /// `succeeded`, else nothing (`tool::settle`); then its key's budget, as every charge's.
+    pub async fn settle_tool(
+        self,
+        meter: &Meter<'_>,
+        call: &ToolCall<'_>,
+        succeeded: bool,
+        status: u16,
+        latency_ms: i64,
+    ) -> Option<Written> {
+        // What the budget is owed while the settlement waits for the ledger: the price held.
+        let owed = match (&self.reserved, succeeded) {
+            (Some(r), true) => r.amount,
+            _ => 0,
+        };
+        let written = tool::settle(meter, self.hold, call, succeeded, status, latency_ms).await;
+        settle_limits(meter, self.reserved, self.tokens, written, owed, 0).await;
+        written
+    }
+}
+
+/// The one settlement of a charge's limits: what it holds of its key's budget becomes what
+/// was charged (`owed` while the settlement waits for the ledger: it is owed, and counted),
+/// and its tokens-per-minute estimate becomes the `used` tokens.
+async fn settle_limits(
+    meter: &Meter<'_>,
+    reserved: Option<Reserved>,
+    tokens: Option<Counted>,
+    written: Option<Written>,
+    owed: i64,
+    used: i64,
+) {
+    if let Some(r) = reserved {
+        let charged = written.map_or(owed, |w| w.charged);
+        meter
+            .limiter
+            .budgets
+            .settle(&meter.limiter.counters(), r, charged)
+            .await;
+    }
+    if let Some(t) = tokens {
+        meter
+            .limiter
+            .tokens
+            .settle(&meter.limiter.counters(), t, used)
+            .await;
     }
 }
 

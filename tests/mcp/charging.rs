@@ -99,3 +99,64 @@ async fn tool_calls_count_against_the_plan_rate_limit() {
     assert_eq!(gw.balance(&key).await, before);
     assert_eq!(tools.calls(), 1);
 }
+
+#[tokio::test]
+async fn each_tool_call_writes_one_access_log_line_and_other_methods_none() {
+    let gw = gateway(MCP_OPEN).await;
+    let tools = FakeToolServer::start().await;
+    let slug = uniq("logged");
+    let (_dev, _dev_key) = live_service(&gw, &slug, &tools.url(), 3).await;
+    let lines = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains(": tool call "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let before = lines(&gw.log()).len();
+    rpc(&gw, "/mcp", &gw.key, "tools/list", json!({})).await;
+    let v = rpc(
+        &gw,
+        "/mcp",
+        &gw.key,
+        "tools/call",
+        json!({"name": format!("{slug}__echo"), "arguments": {"text": "hi"}}),
+    )
+    .await;
+    assert_eq!(v["result"]["content"][0]["text"], "hi", "{v}");
+    let v = rpc(
+        &gw,
+        "/mcp",
+        &gw.key,
+        "tools/call",
+        json!({"name": format!("{slug}__nothing")}),
+    )
+    .await;
+    assert!(v["error"].is_object(), "{v}");
+    // The access log is written after the answer: give it a moment.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let log = gw.log();
+    let all = lines(&log);
+    let new = &all[before..];
+    assert_eq!(
+        new.len(),
+        2,
+        "one line per call, none for tools/list: {new:#?}"
+    );
+    let ok = &new[0];
+    assert!(
+        ok.contains(&format!("model_requested=\"{slug}__echo\"")),
+        "{ok}"
+    );
+    assert!(ok.contains("route=\"mcp\""), "{ok}");
+    // Settled through its charge: what it cost, committed or in the account's lease.
+    assert!(
+        ok.contains("charged_micros=3000000") || ok.contains("leased_micros=3000000"),
+        "{ok}"
+    );
+    let unknown = &new[1];
+    assert!(
+        unknown.contains(&format!("model_requested=\"{slug}__nothing\"")),
+        "{unknown}"
+    );
+    assert!(!unknown.contains("charged_micros=3000000"), "{unknown}");
+}
