@@ -75,7 +75,7 @@ impl Attempt<'_> {
                 r = r.header(name, value)?;
             }
             if let (ProviderKind::Anthropic, Some(beta)) =
-                (d.pool.provider.kind.wire(), self.front.anthropic_beta)
+                (d.pool.provider.kind.wire(), self.front.anthropic_beta())
             {
                 r = r.header("anthropic-beta", beta)?;
             }

@@ -28,12 +28,7 @@ pub async fn count_tokens(
     caller: &Caller,
 ) -> Result<(), GatewayError> {
     let rt = shared.runtime.load_full();
-    let raw = body::read(
-        session,
-        rt.config.server.max_body_bytes,
-        rt.config.timeouts.request_body,
-    )
-    .await?;
+    let raw = body::read_within(session, &rt.config).await?;
     let messages = count_tokens_messages(&raw)?;
     // The model must be one the caller may use, as for the request it is counting.
     let model = serde_json::from_slice::<serde_json::Value>(&raw)

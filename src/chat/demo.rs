@@ -34,12 +34,7 @@ pub async fn chat(
         ));
     }
     let rt = shared.runtime.load_full();
-    let raw = body::read(
-        session,
-        rt.config.server.max_body_bytes,
-        rt.config.timeouts.request_body,
-    )
-    .await?;
+    let raw = body::read_within(session, &rt.config).await?;
     let req: Value = serde_json::from_slice(&raw)
         .map_err(|e| GatewayError::invalid(format!("body: malformed JSON ({e})")))?;
     let model = req["model"].as_str().unwrap_or("demo").to_owned();

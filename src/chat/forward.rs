@@ -17,7 +17,7 @@ use tollgate_filters::ErrorKind;
 use tollgate_filters::GatewayError;
 
 use super::attempt::{Attempt, Destination};
-use super::front::Front;
+use super::front::{Front, Via};
 use super::resume;
 use super::stream::{self, Ran, Streamed};
 use crate::request::ctx::RequestCtx;
@@ -55,59 +55,31 @@ pub async fn run(
 ) -> Result<Reply, GatewayError> {
     let timeouts = &f.rt.config.timeouts;
     let deadline = Instant::now() + timeouts.response;
-    let mut last_failure = String::from("no endpoint was usable");
-    // Every failure so far was an overloaded upstream (Anthropic's 529): the Messages API
-    // answers that as Anthropic would.
-    let mut overloaded = true;
-    let mut tried = false;
+    let mut failures = Failures::new();
     for (i, &mi) in f.candidates.iter().enumerate() {
         let model = f.rt.config.catalog.model(mi);
         let Some(pool) = f.rt.pools.get(&model.provider) else {
             continue;
         };
-        let requested = model_max(f.req, model);
-        let max_tokens = match ctx.metered.as_mut() {
-            None => requested,
-            Some(charge) => match charge
-                .size_attempt(&f.shared.meter()?, &ctx.request_id, model, requested, i > 0)
-                .await
-            {
-                Some(t) => t,
-                None => {
-                    f.shared
-                        .metrics
-                        .failovers
-                        .with_label_values(&[&model.id, Failover::Unaffordable.label()])
-                        .inc();
-                    tracing::info!(request_id = %ctx.request_id, model = %model.id, "skipping a candidate the credit hold cannot pay for");
-                    last_failure = format!("{}: the credit hold cannot pay for it", model.id);
-                    continue;
-                }
-            },
+        let Some(max_tokens) = size(f, ctx, i, model).await? else {
+            failures.skip(f, ctx, model, Failover::Unaffordable, None);
+            continue;
         };
-        let body = upstream_body(f, ctx, pool, model, max_tokens);
-        let body = match body {
+        let body = match upstream_body(f, ctx, pool, model, max_tokens) {
             Ok(b) => Bytes::from(b),
             Err(e) => {
                 // Only a later candidate gets here: the first one's kind was checked before
                 // the hold, so the client was told then.
-                let reason = Failover::Untranslatable;
-                f.shared
-                    .metrics
-                    .failovers
-                    .with_label_values(&[&model.id, reason.label()])
-                    .inc();
-                tracing::info!(request_id = %ctx.request_id, model = %model.id, "skipping a candidate that cannot take this request: {e}");
-                last_failure = format!("{} {}", model.id, reason.words());
-                overloaded = false;
+                failures.skip(f, ctx, model, Failover::Untranslatable, Some(&e));
                 continue;
             }
         };
         for endpoint in pool.usable_endpoints() {
             if !f.req.stream && Instant::now() >= deadline {
                 return Err(GatewayError::upstream(format!(
-                    "no upstream answered within {}s: {last_failure}",
-                    timeouts.response.as_secs_f64()
+                    "no upstream answered within {}s: {}",
+                    timeouts.response.as_secs_f64(),
+                    failures.last
                 )));
             }
             let attempt = Attempt {
@@ -127,28 +99,9 @@ pub async fn run(
                 },
                 body: body.clone(),
             };
-            let result = if f.req.stream {
-                match stream::run(&attempt, session, ctx, f.resume).await {
-                    Ok(Ran::Done(s)) => Ok(Reply::Stream(s)),
-                    Ok(Ran::Cut(relay)) => {
-                        let route = resume::Forward {
-                            shared: f.shared,
-                            rt: f.rt,
-                            req: f.req,
-                            front: f.front,
-                            candidates: f.candidates,
-                        };
-                        // Boxed: a resumed stream is rare and its future the largest of the
-                        // attempt's; unboxed it would be part of every request's future (7 KB
-                        // against 4), which is copied whole when the request's future is boxed.
-                        let s = Box::pin(resume::resume(&route, i, relay, &attempt, session, ctx))
-                            .await;
-                        Ok(Reply::Stream(Box::new(s)))
-                    }
-                    Err(e) => Err(e),
-                }
-            } else {
-                attempt.json(ctx, deadline).await.map(Reply::Json)
+            let result = match f.req.stream {
+                true => stream_once(f, i, &attempt, session, ctx).await,
+                false => attempt.json(ctx, deadline).await.map(Reply::Json),
             };
             let m = &f.shared.metrics;
             match result {
@@ -161,9 +114,9 @@ pub async fn run(
                     return Err(e);
                 }
                 Err(AttemptError::Failover { reason, detail }) => {
-                    tried = true;
-                    overloaded &= reason == Failover::Overloaded;
-                    last_failure = record_failover(
+                    failures.tried = true;
+                    failures.overloaded &= reason == Failover::Overloaded;
+                    failures.last = record_failover(
                         m,
                         pool,
                         &endpoint,
@@ -176,11 +129,109 @@ pub async fn run(
             }
         }
     }
-    let message = format!("every upstream failed; last: {last_failure}");
-    if tried && overloaded {
-        return Err(GatewayError::new(ErrorKind::Overloaded, message));
+    Err(failures.into_error())
+}
+
+/// The `max_tokens` candidate `i` is sent: what the charge pays for at its rates (the hold
+/// topped up first for a later, pricier one); `None` skips a candidate the hold cannot buy a
+/// token of. A guest's request has no charge and sends what it asked.
+async fn size(
+    f: &Forward<'_>,
+    ctx: &mut RequestCtx,
+    i: usize,
+    model: &ModelSpec,
+) -> Result<Option<u64>, GatewayError> {
+    let requested = model_max(f.req, model);
+    let Some(charge) = ctx.metered.as_mut() else {
+        return Ok(Some(requested));
+    };
+    let meter = f.shared.meter()?;
+    Ok(charge
+        .size_attempt(&meter, &ctx.request_id, model, requested, i > 0)
+        .await)
+}
+
+/// One streamed attempt at candidate `i`: a stream that completed, or one cut after its
+/// commit that continues on a later candidate (`resume.rs`).
+async fn stream_once(
+    f: &Forward<'_>,
+    i: usize,
+    attempt: &Attempt<'_>,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<Reply, AttemptError> {
+    match stream::run(attempt, session, ctx, f.resume).await? {
+        Ran::Done(s) => Ok(Reply::Stream(s)),
+        Ran::Cut(relay) => {
+            let route = resume::Forward {
+                shared: f.shared,
+                rt: f.rt,
+                req: f.req,
+                front: f.front,
+                candidates: f.candidates,
+            };
+            // Boxed: a resumed stream is rare and its future the largest of the attempt's;
+            // unboxed it would be part of every request's future, which is copied whole when
+            // the request's future is boxed (docs/performance.md).
+            let s = Box::pin(resume::resume(&route, i, relay, attempt, session, ctx)).await;
+            Ok(Reply::Stream(Box::new(s)))
+        }
     }
-    Err(GatewayError::upstream(message))
+}
+
+/// What the loop knows of its failures so far, for the answer when every candidate failed.
+struct Failures {
+    last: String,
+    /// Every failure so far was an overloaded upstream (Anthropic's 529): the Messages API
+    /// answers that as Anthropic would.
+    overloaded: bool,
+    /// An attempt was made.
+    tried: bool,
+}
+
+impl Failures {
+    fn new() -> Failures {
+        Failures {
+            last: String::from("no endpoint was usable"),
+            overloaded: true,
+            tried: false,
+        }
+    }
+
+    /// A candidate skipped before any attempt at it, counted and logged with `why`.
+    fn skip(
+        &mut self,
+        f: &Forward<'_>,
+        ctx: &RequestCtx,
+        model: &ModelSpec,
+        reason: Failover,
+        why: Option<&GatewayError>,
+    ) {
+        f.shared
+            .metrics
+            .failovers
+            .with_label_values(&[&model.id, reason.label()])
+            .inc();
+        match why {
+            None => {
+                tracing::info!(request_id = %ctx.request_id, model = %model.id, "skipping a candidate the credit hold cannot pay for");
+                self.last = format!("{}: the credit hold cannot pay for it", model.id);
+            }
+            Some(e) => {
+                tracing::info!(request_id = %ctx.request_id, model = %model.id, "skipping a candidate that cannot take this request: {e}");
+                self.last = format!("{} {}", model.id, reason.words());
+                self.overloaded = false;
+            }
+        }
+    }
+
+    fn into_error(self) -> GatewayError {
+        let message = format!("every upstream failed; last: {}", self.last);
+        if self.tried && self.overloaded {
+            return GatewayError::new(ErrorKind::Overloaded, message);
+        }
+        GatewayError::upstream(message)
+    }
 }
 
 /// The client's `max_tokens`, or the model's most, capped at the model's most.
@@ -202,18 +253,18 @@ fn upstream_body(
     max_tokens: u64,
 ) -> Result<Vec<u8>, GatewayError> {
     let up = &model.upstream_model;
-    match (f.front.completions, f.front.responses) {
-        (Some(legacy), _) => Ok(legacy.upstream_body(up, max_tokens)),
-        (None, Some(r)) if pool.provider.responses_api => {
+    match f.front.door {
+        Via::Completions(legacy) => Ok(legacy.upstream_body(up, max_tokens)),
+        Via::Responses(r) if pool.provider.responses_api => {
             Ok(r.request.native_body(r.history, up, max_tokens))
         }
-        (None, Some(r)) => {
+        Via::Responses(r) => {
             r.request.check_bridgeable(&model.id)?;
             if let Some(w) = r.request.dropped_warning() {
                 ctx.set_header("X-Tollgate-Warning", w);
             }
             provider::chat_body(&pool.provider, f.req, None, up, max_tokens)
         }
-        _ => provider::chat_body(&pool.provider, f.req, f.front.anthropic, up, max_tokens),
+        _ => provider::chat_body(&pool.provider, f.req, f.front.anthropic(), up, max_tokens),
     }
 }

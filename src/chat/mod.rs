@@ -30,7 +30,7 @@ use tollgate_filters::route::{ModelKind, ModelSpec, Target};
 use tollgate_filters::time::http_date;
 use tollgate_filters::{ErrorKind, GatewayError};
 
-use self::front::Front;
+use self::front::{Front, Via};
 use crate::auth::allowlist;
 use crate::auth::caller::Caller;
 use crate::config::ProviderKind;
@@ -102,12 +102,12 @@ fn check_first(
     let Some(provider) = rt.pools.get(&first.provider).map(|p| &p.provider) else {
         return Ok(());
     };
-    match (front.anthropic, provider.kind.wire()) {
+    match (front.anthropic(), provider.kind.wire()) {
         (None, ProviderKind::Anthropic) => check_translatable(req)?,
         (Some(original), ProviderKind::OpenAi) => original.check_openai_translatable()?,
         _ => {}
     }
-    match front.responses {
+    match front.responses() {
         Some(r) if !provider.responses_api => r.request.check_bridgeable(&first.id),
         _ => Ok(()),
     }
@@ -136,12 +136,7 @@ async fn pipeline(
     caller: &Caller,
 ) -> Result<forward::Reply, GatewayError> {
     let rt = shared.runtime.load_full();
-    let raw = body::read(
-        session,
-        rt.config.server.max_body_bytes,
-        rt.config.timeouts.request_body,
-    )
-    .await?;
+    let raw = body::read_within(session, &rt.config).await?;
     let (resume, stripped) = opt_in(session, &raw)?;
     let raw = stripped.map_or(raw, |b| bytes::BytesMut::from(bytes::Bytes::from(b)));
     // An Anthropic client's request is validated as Anthropic does, and carried both as sent
@@ -165,12 +160,14 @@ async fn pipeline(
             .map(str::to_owned),
         Wire::OpenAi | Wire::Gemini => None,
     };
-    let front = Front {
-        anthropic: messages.as_ref(),
-        anthropic_beta: beta.as_deref(),
-        resume,
-        ..Front::default()
+    let door = match &messages {
+        Some(request) => Via::Messages {
+            request,
+            beta: beta.as_deref(),
+        },
+        None => Via::Chat,
     };
+    let front = Front { door, resume };
     serve(shared, session, ctx, caller, &req, front).await
 }
 
@@ -202,90 +199,20 @@ pub async fn serve(
     front: Front<'_>,
 ) -> Result<forward::Reply, GatewayError> {
     let rt = shared.runtime.load_full();
-    let anthropic = front.anthropic;
     ctx.model_requested = Some(req.model.to_string());
-
     let now = crate::clock::now_secs();
     let catalog = &rt.config.catalog;
     let resolution = catalog.resolve(&req.model, now)?;
     if let Target::Model(i) = resolution.target {
-        if catalog.model(i).kind == ModelKind::Embedding {
-            return Err(GatewayError::invalid(format!(
-                "model: `{}` is an embedding model; it answers POST /v1/embeddings",
-                req.model
-            )));
-        }
+        check_model(catalog.model(i), req, caller, &front)?;
     }
-    let guest = matches!(caller, Caller::Guest);
-    if guest {
-        if let Target::Model(i) = resolution.target {
-            if !catalog.model(i).guest {
-                return Err(GatewayError::new(
-                    ErrorKind::Authentication,
-                    format!(
-                        "model `{}` needs an API key: send Authorization: Bearer <API key>",
-                        req.model
-                    ),
-                ));
-            }
-        }
-    }
-    if front.completions.is_some() {
-        let serves = match resolution.target {
-            Target::Model(i) => catalog.model(i).completions,
-            Target::Tier(_) => false,
-        };
-        if !serves {
-            return Err(GatewayError::invalid(format!(
-                "model: `{}` does not serve legacy completions; send it to POST /v1/chat/completions",
-                req.model
-            )));
-        }
-    }
-    // A key's allowlist: a model outside it does not exist for the key, and failover never
-    // leaves it.
-    let allowed = match caller {
-        Caller::Key(k) => k
-            .allowed_models
-            .as_ref()
-            .map(|list| allowlist::allowed(catalog, list, now).unwrap_or_default()),
-        _ => None,
-    };
-    if let (Some(ids), Target::Model(i)) = (&allowed, resolution.target) {
-        if !ids.contains(&i) {
-            return Err(allowlist::not_found(&req.model));
-        }
-    }
-    let legacy = front.completions.is_some();
-    let mut candidates = catalog.candidates(resolution.target, now, guest, |m| {
-        // A legacy completion goes only to the models that serve it.
-        (!legacy || m.completions)
-            && rt
-                .pools
-                .get(&m.provider)
-                .is_some_and(|p| p.has_usable_endpoint())
-    });
-    if let Some(ids) = &allowed {
-        candidates.retain(|i| ids.contains(i));
-        if candidates.is_empty() && matches!(resolution.target, Target::Tier(_)) {
-            return Err(allowlist::not_found(&req.model));
-        }
-    }
-    if candidates.is_empty() {
-        let what = match resolution.target {
-            Target::Model(i) => catalog.model(i).id.clone(),
-            Target::Tier(t) => format!("tier {}", t.as_str()),
-        };
-        return Err(GatewayError::upstream(format!(
-            "no healthy upstream can serve {what}"
-        )));
-    }
+    let candidates = candidates(&rt, caller, resolution.target, req, &front, now)?;
     // A request the first candidate's wire format cannot carry faithfully is refused before
     // anything is held (a later candidate of that kind is skipped instead).
     let first = catalog.model(candidates[0]);
     // Extended thinking needs output room above its budget, and the model's cap bounds that
     // room whatever max_tokens asks: named here rather than failing every candidate later.
-    if let Some(budget) = anthropic.and_then(|m| m.thinking_budget()) {
+    if let Some(budget) = front.anthropic().and_then(|m| m.thinking_budget()) {
         if budget >= first.max_output_tokens {
             return Err(GatewayError::invalid(format!(
                 "thinking.budget_tokens: {budget} must be below the output cap, max_tokens capped at {} for `{}`",
@@ -295,27 +222,13 @@ pub async fn serve(
     }
     check_first(&rt, req, &front, first)?;
     if let Caller::Key(key) = caller {
-        hold(shared, ctx, key, catalog.model(candidates[0]), req).await?;
+        hold(shared, ctx, key, first, req).await?;
     }
     if let Some(n) = resolution.notice {
         ctx.set_header("Deprecation", format!("@{}", n.deprecated_at));
         ctx.set_header("Sunset", http_date(n.retires_at));
     }
-    // A stream resumes when its request says so, else by its key's plan or its model.
-    let plan = match caller {
-        Caller::Key(k) => Some(k.plan.as_str()),
-        _ => None,
-    };
-    let model_id = match resolution.target {
-        Target::Model(i) => catalog.model(i).id.as_str(),
-        Target::Tier(_) => &req.model,
-    };
-    // A legacy completion and a Gemini stream have no seam to continue at.
-    let resumable = req.stream && front.completions.is_none() && front.gemini.is_none();
-    let resume = resumable
-        && front
-            .resume
-            .unwrap_or_else(|| rt.config.routing.resumes_by_default(plan, model_id));
+    let resume = resumes(&rt, caller, resolution.target, req, &front);
     let f = forward::Forward {
         shared,
         rt: &rt,
@@ -325,6 +238,121 @@ pub async fn serve(
         resume,
     };
     forward::run(&f, session, ctx).await
+}
+
+/// Refuses a request for a model that cannot serve it here: an embedding model, a model a
+/// guest may not use, a model that does not serve the legacy completions asked of it.
+fn check_model(
+    model: &ModelSpec,
+    req: &ChatRequest<'_>,
+    caller: &Caller,
+    front: &Front<'_>,
+) -> Result<(), GatewayError> {
+    if model.kind == ModelKind::Embedding {
+        return Err(GatewayError::invalid(format!(
+            "model: `{}` is an embedding model; it answers POST /v1/embeddings",
+            req.model
+        )));
+    }
+    if matches!(caller, Caller::Guest) && !model.guest {
+        return Err(GatewayError::new(
+            ErrorKind::Authentication,
+            format!(
+                "model `{}` needs an API key: send Authorization: Bearer <API key>",
+                req.model
+            ),
+        ));
+    }
+    if front.completions().is_some() && !model.completions {
+        return Err(legacy_refused(&req.model));
+    }
+    Ok(())
+}
+
+fn legacy_refused(model: &str) -> GatewayError {
+    GatewayError::invalid(format!(
+        "model: `{model}` does not serve legacy completions; send it to POST /v1/chat/completions"
+    ))
+}
+
+/// The models that may serve the request, in failover order: the target's candidates with a
+/// usable endpoint, within the key's allowlist (a model outside it does not exist for the
+/// key, and failover never leaves it); never empty.
+fn candidates(
+    rt: &Runtime,
+    caller: &Caller,
+    target: Target,
+    req: &ChatRequest<'_>,
+    front: &Front<'_>,
+    now: i64,
+) -> Result<Vec<usize>, GatewayError> {
+    let catalog = &rt.config.catalog;
+    let legacy = front.completions().is_some();
+    if legacy && matches!(target, Target::Tier(_)) {
+        return Err(legacy_refused(&req.model));
+    }
+    let allowed = match caller {
+        Caller::Key(k) => k
+            .allowed_models
+            .as_ref()
+            .map(|list| allowlist::allowed(catalog, list, now).unwrap_or_default()),
+        _ => None,
+    };
+    if let (Some(ids), Target::Model(i)) = (&allowed, target) {
+        if !ids.contains(&i) {
+            return Err(allowlist::not_found(&req.model));
+        }
+    }
+    let guest = matches!(caller, Caller::Guest);
+    let mut candidates = catalog.candidates(target, now, guest, |m| {
+        // A legacy completion goes only to the models that serve it.
+        (!legacy || m.completions)
+            && rt
+                .pools
+                .get(&m.provider)
+                .is_some_and(|p| p.has_usable_endpoint())
+    });
+    if let Some(ids) = &allowed {
+        candidates.retain(|i| ids.contains(i));
+        if candidates.is_empty() && matches!(target, Target::Tier(_)) {
+            return Err(allowlist::not_found(&req.model));
+        }
+    }
+    if candidates.is_empty() {
+        let what = match target {
+            Target::Model(i) => catalog.model(i).id.clone(),
+            Target::Tier(t) => format!("tier {}", t.as_str()),
+        };
+        return Err(GatewayError::upstream(format!(
+            "no healthy upstream can serve {what}"
+        )));
+    }
+    Ok(candidates)
+}
+
+/// Whether a stream resumes after a cut: when its request says so, else by its key's plan or
+/// its model. A legacy completion and a Gemini stream have no seam to continue at.
+fn resumes(
+    rt: &Runtime,
+    caller: &Caller,
+    target: Target,
+    req: &ChatRequest<'_>,
+    front: &Front<'_>,
+) -> bool {
+    if !req.stream || front.completions().is_some() || front.gemini().is_some() {
+        return false;
+    }
+    let plan = match caller {
+        Caller::Key(k) => Some(k.plan.as_str()),
+        _ => None,
+    };
+    let model_id = match target {
+        Target::Model(i) => rt.config.catalog.model(i).id.as_str(),
+        Target::Tier(_) => &req.model,
+    };
+    front
+        .resume
+        .unwrap_or_else(|| rt.config.routing.resumes_by_default(plan, model_id))
 }
 
 /// Counts a keyed request's estimated tokens (the prompt, and `max_tokens` per completion

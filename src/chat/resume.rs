@@ -174,7 +174,7 @@ async fn next_leg(
             continue;
         };
         // A provider serving the Responses API itself streams another shape.
-        if f.front.responses.is_some() && pool.provider.responses_api {
+        if f.front.responses().is_some() && pool.provider.responses_api {
             continue;
         }
         // The whole answer stays within the client's max_tokens.
@@ -202,7 +202,7 @@ async fn next_leg(
         let body = provider::chat_body(
             &pool.provider,
             f.req,
-            f.front.anthropic,
+            f.front.anthropic(),
             &model.upstream_model,
             max_tokens,
         )

@@ -21,7 +21,7 @@ use tollgate_filters::resume::{Frame, Seamed};
 use tollgate_filters::translator::StreamTranslator;
 use tollgate_filters::Usage;
 
-use super::front::{Front, GeminiFront};
+use super::front::{Front, GeminiFront, Via};
 use crate::config::{Provider, ProviderKind};
 use crate::request::ctx::Wire;
 
@@ -42,14 +42,12 @@ pub enum Shape<'a> {
 
 impl<'a> Shape<'a> {
     pub fn of(front: &Front<'a>, provider: &Provider) -> Shape<'a> {
-        if let Some(g) = front.gemini {
-            return Shape::Gemini(g);
-        }
-        match (front.completions, front.responses) {
-            (Some(_), _) => Shape::Legacy,
-            (None, Some(r)) if provider.responses_api => Shape::NativeResponses(r.opening),
-            (None, Some(r)) => Shape::Responses(r.opening),
-            (None, None) => Shape::Chat,
+        match front.door {
+            Via::Gemini(g) => Shape::Gemini(g),
+            Via::Completions(_) => Shape::Legacy,
+            Via::Responses(r) if provider.responses_api => Shape::NativeResponses(r.opening),
+            Via::Responses(r) => Shape::Responses(r.opening),
+            Via::Chat | Via::Messages { .. } => Shape::Chat,
         }
     }
 }

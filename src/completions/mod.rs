@@ -10,7 +10,7 @@ use tollgate_filters::openai::legacy::parse_legacy_request;
 use tollgate_filters::GatewayError;
 
 use crate::auth::caller::Caller;
-use crate::chat::front::Front;
+use crate::chat::front::{Front, Via};
 use crate::chat::{serve, settle_and_answer};
 use crate::request::body;
 use crate::request::ctx::RequestCtx;
@@ -24,23 +24,14 @@ pub async fn handle(
     caller: &Caller,
 ) -> Result<(), GatewayError> {
     let rt = shared.runtime.load_full();
-    let raw = match body::read(
-        session,
-        rt.config.server.max_body_bytes,
-        rt.config.timeouts.request_body,
-    )
-    .await
-    {
+    let raw = match body::read_within(session, &rt.config).await {
         Ok(raw) => raw,
         Err(e) => return settle_and_answer(shared, session, ctx, Err(e)).await,
     };
     let result = match parse_legacy_request(&raw) {
         Ok(legacy) => match legacy.chat() {
             Ok(chat) => {
-                let front = Front {
-                    completions: Some(&legacy),
-                    ..Front::default()
-                };
+                let front = Front::of(Via::Completions(&legacy));
                 serve(shared, session, ctx, caller, &chat, front).await
             }
             Err(e) => Err(e),

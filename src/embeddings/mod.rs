@@ -57,12 +57,7 @@ async fn pipeline(
     caller: &Caller,
 ) -> Result<Vec<u8>, GatewayError> {
     let rt = shared.runtime.load_full();
-    let raw = body::read(
-        session,
-        rt.config.server.max_body_bytes,
-        rt.config.timeouts.request_body,
-    )
-    .await?;
+    let raw = body::read_within(session, &rt.config).await?;
     let req = parse_embeddings_request(&raw)?;
     ctx.model_requested = Some(req.model.to_string());
     let now = crate::clock::now_secs();

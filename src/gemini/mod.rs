@@ -17,7 +17,7 @@ use tollgate_filters::route::{ModelKind, Target};
 use tollgate_filters::{tokens, ErrorKind, GatewayError};
 
 use crate::auth::caller::Caller;
-use crate::chat::front::{Front, GeminiFront};
+use crate::chat::front::{Front, GeminiFront, Via};
 use crate::chat::tokenize::off_thread;
 use crate::chat::{serve, settle_and_answer};
 use crate::request::ctx::RequestCtx;
@@ -42,13 +42,7 @@ pub async fn handle(
         )));
     };
     let rt = shared.runtime.load_full();
-    let raw = match body::read(
-        session,
-        rt.config.server.max_body_bytes,
-        rt.config.timeouts.request_body,
-    )
-    .await
-    {
+    let raw = match body::read_within(session, &rt.config).await {
         Ok(raw) => raw,
         Err(e) => return settle_and_answer(shared, session, ctx, Err(e)).await,
     };
@@ -70,10 +64,7 @@ pub async fn handle(
                 id: response_id(),
                 sse,
             };
-            let front = Front {
-                gemini: Some(&gemini),
-                ..Front::default()
-            };
+            let front = Front::of(Via::Gemini(&gemini));
             serve(shared, session, ctx, caller, &chat, front).await
         }
         Err(e) => Err(e),

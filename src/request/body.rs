@@ -25,6 +25,20 @@ pub async fn read(
     }
 }
 
+/// Reads the body of a request to the gateway's own API or a model endpoint within the
+/// server's limits: `[server] max_body_bytes`, received within `[timeouts] request_body`.
+pub async fn read_within(
+    session: &mut Session,
+    config: &crate::config::Config,
+) -> Result<BytesMut, GatewayError> {
+    read(
+        session,
+        config.server.max_body_bytes,
+        config.timeouts.request_body,
+    )
+    .await
+}
+
 async fn read_all(session: &mut Session, max: usize) -> Result<BytesMut, GatewayError> {
     let too_big = || GatewayError::invalid(format!("body: larger than the limit of {max} bytes"));
     if let Some(len) = session

@@ -22,7 +22,7 @@ use tollgate_filters::{ErrorKind, GatewayError};
 
 use crate::auth::caller::Caller;
 use crate::chat::forward::Reply;
-use crate::chat::front::{Front, ResponsesFront};
+use crate::chat::front::{Front, ResponsesFront, Via};
 use crate::chat::{serve, settle_and_answer};
 use crate::ledger::responses::NewResponse;
 use crate::request::body;
@@ -47,12 +47,7 @@ async fn pipeline(
     caller: &Caller,
 ) -> Result<Reply, GatewayError> {
     let rt = shared.runtime.load_full();
-    let raw = body::read(
-        session,
-        rt.config.server.max_body_bytes,
-        rt.config.timeouts.request_body,
-    )
-    .await?;
+    let raw = body::read_within(session, &rt.config).await?;
     // The body's `tollgate` extension is the gateway's, not a Responses field.
     let (resume, stripped) = crate::chat::opt_in(session, &raw)?;
     let raw = stripped.map_or(raw, |b| bytes::BytesMut::from(bytes::Bytes::from(b)));
@@ -93,9 +88,8 @@ async fn pipeline(
         history: &history,
     };
     let front = Front {
-        responses: Some(&responses),
+        door: Via::Responses(&responses),
         resume,
-        ..Front::default()
     };
     // The attempt wrote the reply as a response object (chat/translate.rs), or streamed it.
     let reply = serve(shared, session, ctx, caller, &chat, front)
