@@ -103,6 +103,8 @@ fn cache_read(
     }
 }
 
+/// The catalog: each model checked, then the aliases, then the scheduled alias changes (the
+/// errors in that order).
 pub(super) fn validate(
     models: &[ModelSection],
     aliases: &BTreeMap<String, String>,
@@ -111,115 +113,177 @@ pub(super) fn validate(
     errs: &mut Vec<ConfigError>,
 ) -> Catalog {
     let mut specs = Vec::new();
-    for (i, m) in models.iter().enumerate() {
-        let at = |k: &str| format!("models[{i}].{k}");
-        if m.id.is_empty() || m.id.chars().any(char::is_whitespace) {
-            errs.push(err(at("id"), "must be non-empty without spaces"));
-        }
-        if Tier::parse(&m.id).is_some() {
-            errs.push(err(at("id"), "must not be a tier name"));
-        }
-        if models[..i].iter().any(|q| q.id == m.id) {
-            errs.push(err(at("id"), format!("duplicate model `{}`", m.id)));
-        }
-        let provider = providers.iter().find(|p| p.name == m.provider);
-        if provider.is_none() {
-            errs.push(err(
-                at("provider"),
-                format!("unknown provider `{}`", m.provider),
-            ));
-        }
-        let kind = match m.kind.as_deref() {
-            None => ModelKind::Chat,
-            Some(k) => ModelKind::parse(k).unwrap_or_else(|| {
-                errs.push(err(at("kind"), "must be chat or embedding"));
-                ModelKind::Chat
-            }),
-        };
-        let provider_kind = provider.map(|p| p.kind.as_str());
-        if kind == ModelKind::Embedding && provider_kind == Some("anthropic") {
-            errs.push(err(
-                at("kind"),
-                "an anthropic provider serves no embeddings (the Messages API has none)",
-            ));
-        }
-        let tier = match (m.tier.as_deref(), kind) {
-            (Some(t), _) => Tier::parse(t).unwrap_or_else(|| {
-                errs.push(err(at("tier"), "must be economy, normal or powerful"));
-                Tier::Normal
-            }),
-            // Never a tier's pick: the value is not read.
-            (None, ModelKind::Embedding) => Tier::Normal,
-            (None, ModelKind::Chat) => {
-                errs.push(err(at("tier"), "is required for a chat model"));
-                Tier::Normal
-            }
-        };
-        if m.completions && (kind == ModelKind::Embedding || provider_kind != Some("openai")) {
-            errs.push(err(
-                at("completions"),
-                "only a chat model of an openai provider can serve legacy completions",
-            ));
-        }
-        if m.max_output_tokens == 0 {
-            errs.push(err(at("max_output_tokens"), "must be at least 1"));
-        }
-        let date = |k: &str, v: &Option<String>, errs: &mut Vec<ConfigError>| {
-            v.as_ref().and_then(|s| {
-                let d = parse_date(s);
-                if d.is_none() {
-                    errs.push(err(at(k), "must be a date YYYY-MM-DD"));
-                }
-                d
-            })
-        };
-        let deprecated_at = date("deprecated_at", &m.deprecated_at, errs);
-        let retires_at = date("retires_at", &m.retires_at, errs);
-        match (deprecated_at, retires_at) {
-            (Some(d), Some(r)) if r - d < MIN_NOTICE_SECS => errs.push(err(
-                at("retires_at"),
-                "must be at least 30 days after deprecated_at",
-            )),
-            (None, Some(_)) => errs.push(err(
-                at("deprecated_at"),
-                "is required with retires_at (30 days of notice)",
-            )),
-            _ => {}
-        }
-        if let Some(rep) = &m.replacement {
-            if !models.iter().any(|q| &q.id == rep) || rep == &m.id {
-                errs.push(err(at("replacement"), format!("unknown model `{rep}`")));
-            }
-        }
-        specs.push(ModelSpec {
-            id: m.id.clone(),
-            kind,
-            provider: m.provider.clone(),
-            upstream_model: m.upstream_model.clone().unwrap_or_else(|| m.id.clone()),
-            tier,
-            input_micros_per_1k: micros(&at("input_credits_per_1k"), m.input_credits_per_1k, errs),
-            output_micros_per_1k: micros(
-                &at("output_credits_per_1k"),
-                m.output_credits_per_1k,
-                errs,
-            ),
-            cache_read_micros_per_1k: cache_read(m, &at, errs),
-            cache_write_micros_per_1k: m
-                .cache_write_credits_per_1k
-                .map(|v| micros(&at("cache_write_credits_per_1k"), v, errs)),
-            cache_write_1h_micros_per_1k: m
-                .cache_write_1h_credits_per_1k
-                .map(|v| micros(&at("cache_write_1h_credits_per_1k"), v, errs)),
-            max_output_tokens: m.max_output_tokens,
-            completions: m.completions,
-            guest: m.guest,
-            self_hosted: provider.is_some_and(|p| p.self_hosted),
-            demo: provider.is_some_and(|p| p.kind == "demo"),
-            deprecated_at,
-            retires_at,
-            replacement: m.replacement.clone(),
-        });
+    for i in 0..models.len() {
+        specs.push(model_spec(models, i, providers, errs));
     }
+    let alias_list = alias_targets(models, aliases, errs);
+    let scheduled = alias_changes(models, changes, errs);
+    Catalog::new(specs, alias_list).with_changes(scheduled)
+}
+
+/// `models[i]` checked (against the models before it for duplicates, and against all of them
+/// for its replacement) and written as a [`ModelSpec`].
+fn model_spec(
+    models: &[ModelSection],
+    i: usize,
+    providers: &[ProviderSection],
+    errs: &mut Vec<ConfigError>,
+) -> ModelSpec {
+    let m = &models[i];
+    let at = |k: &str| format!("models[{i}].{k}");
+    check_id(models, i, &at, errs);
+    let provider = providers.iter().find(|p| p.name == m.provider);
+    if provider.is_none() {
+        errs.push(err(
+            at("provider"),
+            format!("unknown provider `{}`", m.provider),
+        ));
+    }
+    let provider_kind = provider.map(|p| p.kind.as_str());
+    let kind = model_kind(m, provider_kind, &at, errs);
+    let tier = model_tier(m, kind, &at, errs);
+    if m.completions && (kind == ModelKind::Embedding || provider_kind != Some("openai")) {
+        errs.push(err(
+            at("completions"),
+            "only a chat model of an openai provider can serve legacy completions",
+        ));
+    }
+    if m.max_output_tokens == 0 {
+        errs.push(err(at("max_output_tokens"), "must be at least 1"));
+    }
+    let (deprecated_at, retires_at) = lifecycle(m, &at, errs);
+    if let Some(rep) = &m.replacement {
+        if !models.iter().any(|q| &q.id == rep) || rep == &m.id {
+            errs.push(err(at("replacement"), format!("unknown model `{rep}`")));
+        }
+    }
+    ModelSpec {
+        id: m.id.clone(),
+        kind,
+        provider: m.provider.clone(),
+        upstream_model: m.upstream_model.clone().unwrap_or_else(|| m.id.clone()),
+        tier,
+        input_micros_per_1k: micros(&at("input_credits_per_1k"), m.input_credits_per_1k, errs),
+        output_micros_per_1k: micros(&at("output_credits_per_1k"), m.output_credits_per_1k, errs),
+        cache_read_micros_per_1k: cache_read(m, &at, errs),
+        cache_write_micros_per_1k: m
+            .cache_write_credits_per_1k
+            .map(|v| micros(&at("cache_write_credits_per_1k"), v, errs)),
+        cache_write_1h_micros_per_1k: m
+            .cache_write_1h_credits_per_1k
+            .map(|v| micros(&at("cache_write_1h_credits_per_1k"), v, errs)),
+        max_output_tokens: m.max_output_tokens,
+        completions: m.completions,
+        guest: m.guest,
+        self_hosted: provider.is_some_and(|p| p.self_hosted),
+        demo: provider.is_some_and(|p| p.kind == "demo"),
+        deprecated_at,
+        retires_at,
+        replacement: m.replacement.clone(),
+    }
+}
+
+/// A model id is a word that names one model: not a tier, not taken by an earlier model.
+fn check_id(
+    models: &[ModelSection],
+    i: usize,
+    at: &dyn Fn(&str) -> String,
+    errs: &mut Vec<ConfigError>,
+) {
+    let id = &models[i].id;
+    if id.is_empty() || id.chars().any(char::is_whitespace) {
+        errs.push(err(at("id"), "must be non-empty without spaces"));
+    }
+    if Tier::parse(id).is_some() {
+        errs.push(err(at("id"), "must not be a tier name"));
+    }
+    if models[..i].iter().any(|q| &q.id == id) {
+        errs.push(err(at("id"), format!("duplicate model `{id}`")));
+    }
+}
+
+/// `kind` (chat when unset); an anthropic provider has no embeddings to serve.
+fn model_kind(
+    m: &ModelSection,
+    provider_kind: Option<&str>,
+    at: &dyn Fn(&str) -> String,
+    errs: &mut Vec<ConfigError>,
+) -> ModelKind {
+    let kind = match m.kind.as_deref() {
+        None => ModelKind::Chat,
+        Some(k) => ModelKind::parse(k).unwrap_or_else(|| {
+            errs.push(err(at("kind"), "must be chat or embedding"));
+            ModelKind::Chat
+        }),
+    };
+    if kind == ModelKind::Embedding && provider_kind == Some("anthropic") {
+        errs.push(err(
+            at("kind"),
+            "an anthropic provider serves no embeddings (the Messages API has none)",
+        ));
+    }
+    kind
+}
+
+/// `tier`: required of a chat model; an embedding model has none.
+fn model_tier(
+    m: &ModelSection,
+    kind: ModelKind,
+    at: &dyn Fn(&str) -> String,
+    errs: &mut Vec<ConfigError>,
+) -> Tier {
+    match (m.tier.as_deref(), kind) {
+        (Some(t), _) => Tier::parse(t).unwrap_or_else(|| {
+            errs.push(err(at("tier"), "must be economy, normal or powerful"));
+            Tier::Normal
+        }),
+        // Never a tier's pick: the value is not read.
+        (None, ModelKind::Embedding) => Tier::Normal,
+        (None, ModelKind::Chat) => {
+            errs.push(err(at("tier"), "is required for a chat model"));
+            Tier::Normal
+        }
+    }
+}
+
+/// `deprecated_at` and `retires_at`: dates, a retirement announced by a deprecation at least
+/// 30 days before it.
+fn lifecycle(
+    m: &ModelSection,
+    at: &dyn Fn(&str) -> String,
+    errs: &mut Vec<ConfigError>,
+) -> (Option<i64>, Option<i64>) {
+    let date = |k: &str, v: &Option<String>, errs: &mut Vec<ConfigError>| {
+        v.as_ref().and_then(|s| {
+            let d = parse_date(s);
+            if d.is_none() {
+                errs.push(err(at(k), "must be a date YYYY-MM-DD"));
+            }
+            d
+        })
+    };
+    let deprecated_at = date("deprecated_at", &m.deprecated_at, errs);
+    let retires_at = date("retires_at", &m.retires_at, errs);
+    match (deprecated_at, retires_at) {
+        (Some(d), Some(r)) if r - d < MIN_NOTICE_SECS => errs.push(err(
+            at("retires_at"),
+            "must be at least 30 days after deprecated_at",
+        )),
+        (None, Some(_)) => errs.push(err(
+            at("deprecated_at"),
+            "is required with retires_at (30 days of notice)",
+        )),
+        _ => {}
+    }
+    (deprecated_at, retires_at)
+}
+
+/// `[aliases]`: each a name of its own (not a tier, not a model id) pointing at a model.
+fn alias_targets(
+    models: &[ModelSection],
+    aliases: &BTreeMap<String, String>,
+    errs: &mut Vec<ConfigError>,
+) -> Vec<(String, String)> {
     let mut alias_list = Vec::new();
     for (a, target) in aliases {
         let at = format!("aliases.\"{a}\"");
@@ -232,6 +296,16 @@ pub(super) fn validate(
         }
         alias_list.push((a.clone(), target.clone()));
     }
+    alias_list
+}
+
+/// `[[alias_changes]]`: each re-points an alias at a known model, announced at least 14 days
+/// ahead; a change whose times do not parse is left out.
+fn alias_changes(
+    models: &[ModelSection],
+    changes: &[AliasChangeSection],
+    errs: &mut Vec<ConfigError>,
+) -> Vec<AliasChange> {
     let mut scheduled = Vec::new();
     for (i, c) in changes.iter().enumerate() {
         let at = |k: &str| format!("alias_changes[{i}].{k}");
@@ -270,7 +344,7 @@ pub(super) fn validate(
             announced,
         });
     }
-    Catalog::new(specs, alias_list).with_changes(scheduled)
+    scheduled
 }
 
 #[cfg(test)]
