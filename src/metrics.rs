@@ -1,6 +1,7 @@
 //! The Prometheus registry and every metric the gateway records (a leaf: it imports nothing
 //! of the crate). `server.rs` serves it on `server.metrics_listen` at `/metrics`.
 
+use prometheus::core::Collector;
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
 pub struct Metrics {
@@ -45,167 +46,34 @@ pub struct Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let registry = Registry::new();
-        let requests = counter(
-            "tollgate_requests_total",
-            "Requests served, by route, model, provider and status",
-            &["route", "model", "provider", "status"],
-        );
-        let latency = HistogramVec::new(
-            HistogramOpts::new(
-                "tollgate_request_duration_seconds",
-                "Time from request to last byte",
-            )
-            .buckets(vec![
-                0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-            ]),
-            &["route", "model"],
-        )
-        .expect("static metric definition");
-        let upstream_attempts = counter(
-            "tollgate_upstream_attempts_total",
-            "Upstream attempts by provider and outcome",
-            &["provider", "outcome"],
-        );
-        let failovers = counter(
-            "tollgate_failovers_total",
-            "Attempts abandoned for the next candidate, by model and reason",
-            &["model", "reason"],
-        );
-        let upstream_healthy = gauge(
-            "tollgate_upstream_healthy",
-            "1 when an endpoint is healthy and not ejected",
-            &["provider", "endpoint"],
-        );
-        let reloads = counter(
-            "tollgate_config_reloads_total",
-            "SIGHUP reloads by result",
-            &["result"],
-        );
-        let ratelimit = counter(
-            "tollgate_ratelimit_total",
-            "Rate-limit decisions by plan",
-            &["plan", "decision"],
-        );
-        let ratelimit_store_errors = counter(
-            "tollgate_ratelimit_store_errors_total",
-            "Rate-limit checks that could not reach Redis, by failure mode",
-            &["mode"],
-        );
-        let credit_holds = counter(
-            "tollgate_credit_holds_total",
-            "Credit holds placed, by where: lease (in memory) or database",
-            &["where"],
-        );
-        let ratelimit_leased = counter(
-            "tollgate_ratelimit_leased_total",
-            "Requests admitted from a reservation of admissions (no Redis round trip), by plan",
-            &["plan"],
-        );
-        let usage_over_hold = counter("tollgate_usage_over_hold_total", "Requests whose reported usage cost more than their credit hold (the rest charged from the balance), by model", &["model"]);
-        let key_lookups = counter("tollgate_key_lookups_total", "API key lookups in the ledger (a key not cached on this instance), by result: found, unknown, error", &["result"]);
-        let dns_resolutions = counter("tollgate_dns_resolutions_total", "Background resolutions of a provider's endpoint names, by provider and result: same, changed, failed", &["provider", "result"]);
-        let credits_uncharged = counter("tollgate_credits_uncharged_micros_total", "Micro-credits of served usage that could not be charged because the balance ran out, by model", &["model"]);
-        let mcp_calls = counter(
-            "tollgate_mcp_calls_total",
-            "Tool calls through /mcp, by service and outcome",
-            &["slug", "outcome"],
-        );
-        let mcp_call_latency = HistogramVec::new(
-            HistogramOpts::new(
-                "tollgate_mcp_call_duration_seconds",
-                "Time a tool server took to answer a call",
-            )
-            .buckets(vec![
-                0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-            ]),
-            &["slug"],
-        )
-        .expect("static metric definition");
-        let mcp_events = counter(
-            "tollgate_mcp_events_total",
-            "Tool-server registrations and state changes (each refreshes the tool cache)",
-            &["slug", "event"],
-        );
-        let ledger_queued = gauge("tollgate_ledger_queued", "Charges waiting in memory for the ledger (failed settlements being retried, leased usage rows not yet written)", &["what"]);
-        let settlement_retries = counter(
-            "tollgate_settlement_retries_total",
-            "Retries of settlements that failed after serving, by result",
-            &["result"],
-        );
-        let resumes = counter(
-            "tollgate_stream_resumes_total",
-            "Streams cut after their first token, by reason and outcome",
-            &["reason", "outcome"],
-        );
-        let resume_seam = HistogramVec::new(
-            HistogramOpts::new(
-                "tollgate_stream_resume_seam_seconds",
-                "Time from a stream's cut to its continuation's first output",
-            )
-            .buckets(vec![0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
-            &["model"],
-        )
-        .expect("static metric definition");
-        registry
-            .register(Box::new(resume_seam.clone()))
-            .expect("unique metric");
-        registry
-            .register(Box::new(mcp_call_latency.clone()))
-            .expect("unique metric");
-        registry
-            .register(Box::new(ledger_queued.clone()))
-            .expect("unique metric");
-        for c in [
-            &resumes,
-            &settlement_retries,
-            &mcp_calls,
-            &mcp_events,
-            &usage_over_hold,
-            &credits_uncharged,
-            &key_lookups,
-            &dns_resolutions,
-            &ratelimit_leased,
-            &credit_holds,
-            &requests,
-            &upstream_attempts,
-            &failovers,
-            &reloads,
-            &ratelimit,
-            &ratelimit_store_errors,
-        ] {
-            registry
-                .register(Box::new(c.clone()))
-                .expect("unique metric");
-        }
-        registry
-            .register(Box::new(latency.clone()))
-            .expect("unique metric");
-        registry
-            .register(Box::new(upstream_healthy.clone()))
-            .expect("unique metric");
+        let traffic = Traffic::new(&registry);
+        let admission = Admission::new(&registry);
+        let money = Money::new(&registry);
+        let tools = Tools::new(&registry);
+        let resumes = Resumes::new(&registry);
         Metrics {
             registry,
-            requests,
-            latency,
-            upstream_attempts,
-            failovers,
-            upstream_healthy,
-            reloads,
-            ratelimit,
-            ratelimit_store_errors,
-            credit_holds,
-            ratelimit_leased,
-            usage_over_hold,
-            credits_uncharged,
-            key_lookups,
-            dns_resolutions,
-            mcp_calls,
-            mcp_call_latency,
-            mcp_events,
-            ledger_queued,
-            settlement_retries,
-            resumes,
-            resume_seam,
+            requests: traffic.requests,
+            latency: traffic.latency,
+            upstream_attempts: traffic.upstream_attempts,
+            failovers: traffic.failovers,
+            upstream_healthy: traffic.upstream_healthy,
+            reloads: traffic.reloads,
+            dns_resolutions: traffic.dns_resolutions,
+            ratelimit: admission.ratelimit,
+            ratelimit_store_errors: admission.ratelimit_store_errors,
+            ratelimit_leased: admission.ratelimit_leased,
+            key_lookups: admission.key_lookups,
+            credit_holds: money.credit_holds,
+            usage_over_hold: money.usage_over_hold,
+            credits_uncharged: money.credits_uncharged,
+            ledger_queued: money.ledger_queued,
+            settlement_retries: money.settlement_retries,
+            mcp_calls: tools.mcp_calls,
+            mcp_call_latency: tools.mcp_call_latency,
+            mcp_events: tools.mcp_events,
+            resumes: resumes.resumes,
+            resume_seam: resumes.resume_seam,
         }
     }
 }
@@ -216,6 +84,233 @@ impl Default for Metrics {
     }
 }
 
+// The families below are only how `Metrics::new` is put together: each registers its own
+// metrics (the exposition sorts families by name, so registration order shows nowhere), and
+// `Metrics` keeps its fields flat, as every recorder reads them.
+
+/// What was served, how fast, and by which upstream; the configuration and the DNS behind it.
+struct Traffic {
+    requests: IntCounterVec,
+    latency: HistogramVec,
+    upstream_attempts: IntCounterVec,
+    failovers: IntCounterVec,
+    upstream_healthy: IntGaugeVec,
+    reloads: IntCounterVec,
+    dns_resolutions: IntCounterVec,
+}
+
+impl Traffic {
+    fn new(r: &Registry) -> Traffic {
+        Traffic {
+            requests: register(
+                r,
+                counter(
+                    "tollgate_requests_total",
+                    "Requests served, by route, model, provider and status",
+                    &["route", "model", "provider", "status"],
+                ),
+            ),
+            latency: register(
+                r,
+                histogram(
+                    "tollgate_request_duration_seconds",
+                    "Time from request to last byte",
+                    vec![
+                        0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                    ],
+                    &["route", "model"],
+                ),
+            ),
+            upstream_attempts: register(
+                r,
+                counter(
+                    "tollgate_upstream_attempts_total",
+                    "Upstream attempts by provider and outcome",
+                    &["provider", "outcome"],
+                ),
+            ),
+            failovers: register(
+                r,
+                counter(
+                    "tollgate_failovers_total",
+                    "Attempts abandoned for the next candidate, by model and reason",
+                    &["model", "reason"],
+                ),
+            ),
+            upstream_healthy: register(
+                r,
+                gauge(
+                    "tollgate_upstream_healthy",
+                    "1 when an endpoint is healthy and not ejected",
+                    &["provider", "endpoint"],
+                ),
+            ),
+            reloads: register(
+                r,
+                counter(
+                    "tollgate_config_reloads_total",
+                    "SIGHUP reloads by result",
+                    &["result"],
+                ),
+            ),
+            dns_resolutions: register(r, counter("tollgate_dns_resolutions_total", "Background resolutions of a provider's endpoint names, by provider and result: same, changed, failed", &["provider", "result"])),
+        }
+    }
+}
+
+/// Who was let in: rate-limit decisions and the stores behind them, API key lookups.
+struct Admission {
+    ratelimit: IntCounterVec,
+    ratelimit_store_errors: IntCounterVec,
+    ratelimit_leased: IntCounterVec,
+    key_lookups: IntCounterVec,
+}
+
+impl Admission {
+    fn new(r: &Registry) -> Admission {
+        Admission {
+            ratelimit: register(
+                r,
+                counter(
+                    "tollgate_ratelimit_total",
+                    "Rate-limit decisions by plan",
+                    &["plan", "decision"],
+                ),
+            ),
+            ratelimit_store_errors: register(
+                r,
+                counter(
+                    "tollgate_ratelimit_store_errors_total",
+                    "Rate-limit checks that could not reach Redis, by failure mode",
+                    &["mode"],
+                ),
+            ),
+            ratelimit_leased: register(
+                r,
+                counter(
+                    "tollgate_ratelimit_leased_total",
+                    "Requests admitted from a reservation of admissions (no Redis round trip), by plan",
+                    &["plan"],
+                ),
+            ),
+            key_lookups: register(r, counter("tollgate_key_lookups_total", "API key lookups in the ledger (a key not cached on this instance), by result: found, unknown, error", &["result"])),
+        }
+    }
+}
+
+/// Credits: holds, what usage cost beyond them or could not be charged, and charges waiting
+/// for the ledger.
+struct Money {
+    credit_holds: IntCounterVec,
+    usage_over_hold: IntCounterVec,
+    credits_uncharged: IntCounterVec,
+    ledger_queued: IntGaugeVec,
+    settlement_retries: IntCounterVec,
+}
+
+impl Money {
+    fn new(r: &Registry) -> Money {
+        Money {
+            credit_holds: register(
+                r,
+                counter(
+                    "tollgate_credit_holds_total",
+                    "Credit holds placed, by where: lease (in memory) or database",
+                    &["where"],
+                ),
+            ),
+            usage_over_hold: register(r, counter("tollgate_usage_over_hold_total", "Requests whose reported usage cost more than their credit hold (the rest charged from the balance), by model", &["model"])),
+            credits_uncharged: register(r, counter("tollgate_credits_uncharged_micros_total", "Micro-credits of served usage that could not be charged because the balance ran out, by model", &["model"])),
+            ledger_queued: register(r, gauge("tollgate_ledger_queued", "Charges waiting in memory for the ledger (failed settlements being retried, leased usage rows not yet written)", &["what"])),
+            settlement_retries: register(
+                r,
+                counter(
+                    "tollgate_settlement_retries_total",
+                    "Retries of settlements that failed after serving, by result",
+                    &["result"],
+                ),
+            ),
+        }
+    }
+}
+
+/// Tool calls through `/mcp` and the marketplace's events.
+struct Tools {
+    mcp_calls: IntCounterVec,
+    mcp_call_latency: HistogramVec,
+    mcp_events: IntCounterVec,
+}
+
+impl Tools {
+    fn new(r: &Registry) -> Tools {
+        Tools {
+            mcp_calls: register(
+                r,
+                counter(
+                    "tollgate_mcp_calls_total",
+                    "Tool calls through /mcp, by service and outcome",
+                    &["slug", "outcome"],
+                ),
+            ),
+            mcp_call_latency: register(
+                r,
+                histogram(
+                    "tollgate_mcp_call_duration_seconds",
+                    "Time a tool server took to answer a call",
+                    vec![0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0],
+                    &["slug"],
+                ),
+            ),
+            mcp_events: register(
+                r,
+                counter(
+                    "tollgate_mcp_events_total",
+                    "Tool-server registrations and state changes (each refreshes the tool cache)",
+                    &["slug", "event"],
+                ),
+            ),
+        }
+    }
+}
+
+/// Streams cut after their first token and their continuations.
+struct Resumes {
+    resumes: IntCounterVec,
+    resume_seam: HistogramVec,
+}
+
+impl Resumes {
+    fn new(r: &Registry) -> Resumes {
+        Resumes {
+            resumes: register(
+                r,
+                counter(
+                    "tollgate_stream_resumes_total",
+                    "Streams cut after their first token, by reason and outcome",
+                    &["reason", "outcome"],
+                ),
+            ),
+            resume_seam: register(
+                r,
+                histogram(
+                    "tollgate_stream_resume_seam_seconds",
+                    "Time from a stream's cut to its continuation's first output",
+                    vec![0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0],
+                    &["model"],
+                ),
+            ),
+        }
+    }
+}
+
+/// `metric`, registered; each name is registered once, so it cannot fail.
+fn register<C: Collector + Clone + 'static>(registry: &Registry, metric: C) -> C {
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("unique metric");
+    metric
+}
+
 /// A counter family; its definition is static, so it cannot fail.
 fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     IntCounterVec::new(Opts::new(name, help), labels).expect("static metric definition")
@@ -224,4 +319,10 @@ fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
 /// A gauge family; its definition is static, so it cannot fail.
 fn gauge(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
     IntGaugeVec::new(Opts::new(name, help), labels).expect("static metric definition")
+}
+
+/// A histogram family with its buckets; its definition is static, so it cannot fail.
+fn histogram(name: &str, help: &str, buckets: Vec<f64>, labels: &[&str]) -> HistogramVec {
+    HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
+        .expect("static metric definition")
 }
