@@ -4,14 +4,15 @@
 //! Stripe says the session is paid.
 
 use crate::request::Session;
-use serde_json::json;
+use serde_json::{json, Map, Value};
 use tollgate_filters::stripe::form;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::{billing_config, stripe_api};
 use crate::auth::caller::Caller;
 use crate::config::plans::{FREE, GUEST};
-use crate::ledger::payments::Checkout;
+use crate::config::{Billing, Plans};
+use crate::ledger::payments::{Checkout, Subscription};
 use crate::request::ctx::RequestCtx;
 use crate::request::{body, respond};
 use crate::runtime::Shared;
@@ -20,6 +21,60 @@ use crate::runtime::Shared;
 enum Item {
     Plan(String),
     Pack(String),
+}
+
+impl Item {
+    /// The body's `plan` or `credits_pack`: exactly one of them.
+    fn from_body(m: &Map<String, Value>) -> Result<Item, GatewayError> {
+        match (
+            body::opt_string(m, "plan")?,
+            body::opt_string(m, "credits_pack")?,
+        ) {
+            (Some(p), None) => Ok(Item::Plan(p.to_owned())),
+            (None, Some(k)) => Ok(Item::Pack(k.to_owned())),
+            (Some(_), Some(_)) => Err(GatewayError::invalid(
+                "body: send either plan or credits_pack, not both",
+            )),
+            (None, None) => Err(GatewayError::invalid("plan: is required")),
+        }
+    }
+
+    /// The Stripe price that sells the item, and whether it recurs (a subscription); an item
+    /// not sold online is refused by name.
+    fn price(&self, plans: &Plans, billing: &Billing) -> Result<(String, bool), GatewayError> {
+        match self {
+            Item::Plan(p) if p == FREE || p == GUEST => Err(GatewayError::invalid(format!(
+                "plan: `{p}` is not sold (every account starts on free)"
+            ))),
+            Item::Plan(p) if !plans.assignable(p) => Err(GatewayError::invalid(format!(
+                "plan: unknown plan `{p}`; plans: {}",
+                plans.assignable_names().join(", ")
+            ))),
+            Item::Plan(p) => plans.get(p).and_then(|x| Some((x.stripe_price.clone()?, x.recurring))).ok_or_else(|| {
+                GatewayError::invalid(format!(
+                    "plan: `{p}` is not sold online; it is set up by contract (ask the operator, who assigns it to your account)"
+                ))
+            }),
+            Item::Pack(k) => match billing.credit_packs.get(k) {
+                Some(pack) => Ok((pack.stripe_price.clone(), false)),
+                None => {
+                    let names: Vec<&str> = billing.credit_packs.keys().map(String::as_str).collect();
+                    Err(GatewayError::invalid(format!(
+                        "credits_pack: unknown pack `{k}`; packs: {}",
+                        if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+                    )))
+                }
+            },
+        }
+    }
+
+    /// `(plan, credits_pack)` as the session's metadata names them: one of the two.
+    fn metadata(&self) -> (Option<&str>, Option<&str>) {
+        match self {
+            Item::Plan(p) => (Some(p.as_str()), None),
+            Item::Pack(k) => (None, Some(k.as_str())),
+        }
+    }
 }
 
 pub async fn checkout(
@@ -32,72 +87,19 @@ pub async fn checkout(
     let rt = shared.runtime.load_full();
     let m = body::json_object(session, 16 * 1024, rt.config.timeouts.request_body).await?;
     let billing = billing_config(&rt.config)?;
-    let item = match (
-        body::opt_string(&m, "plan")?,
-        body::opt_string(&m, "credits_pack")?,
-    ) {
-        (Some(p), None) => Item::Plan(p.to_owned()),
-        (None, Some(k)) => Item::Pack(k.to_owned()),
-        (Some(_), Some(_)) => {
-            return Err(GatewayError::invalid(
-                "body: send either plan or credits_pack, not both",
-            ))
-        }
-        (None, None) => return Err(GatewayError::invalid("plan: is required")),
-    };
-    let plans = &rt.config.plans;
-    let (price, recurring) = match &item {
-        Item::Plan(p) if p == FREE || p == GUEST => {
-            return Err(GatewayError::invalid(format!(
-                "plan: `{p}` is not sold (every account starts on free)"
-            )))
-        }
-        Item::Plan(p) if !plans.assignable(p) => {
-            return Err(GatewayError::invalid(format!(
-                "plan: unknown plan `{p}`; plans: {}",
-                plans.assignable_names().join(", ")
-            )))
-        }
-        Item::Plan(p) => match plans.get(p).and_then(|x| Some((x.stripe_price.clone()?, x.recurring))) {
-            Some(x) => x,
-            None => {
-                return Err(GatewayError::invalid(format!(
-                    "plan: `{p}` is not sold online; it is set up by contract (ask the operator, who assigns it to your account)"
-                )))
-            }
-        },
-        Item::Pack(k) => match billing.credit_packs.get(k) {
-            Some(pack) => (pack.stripe_price.clone(), false),
-            None => {
-                let names: Vec<&str> = billing.credit_packs.keys().map(String::as_str).collect();
-                return Err(GatewayError::invalid(format!(
-                    "credits_pack: unknown pack `{k}`; packs: {}",
-                    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
-                )));
-            }
-        },
-    };
+    let item = Item::from_body(&m)?;
+    let (price, recurring) = item.price(&rt.config.plans, billing)?;
     let ledger = shared.ledger()?;
     let account = ledger.account(&account_id).await?.ok_or_else(|| {
         GatewayError::new(ErrorKind::Authentication, "the account no longer exists")
     })?;
     let sub = ledger.subscription(&account_id).await?;
-    // A second subscription would bill the customer twice: plan changes go through the portal.
-    let active = matches!(
-        sub.status.as_deref(),
-        Some("active" | "trialing" | "past_due")
-    );
-    if recurring && active && sub.subscription_id.is_some() {
-        return Err(GatewayError::invalid(
-            "plan: this account already has an active subscription; change or cancel it in the billing portal (POST /api/v1/billing/portal)",
-        ));
+    if recurring {
+        refuse_second_subscription(&sub)?;
     }
     let session_key = crate::accounts::random_id(24)?;
     let mode = if recurring { "subscription" } else { "payment" };
-    let (plan_meta, pack_meta) = match &item {
-        Item::Plan(p) => (Some(p.as_str()), None),
-        Item::Pack(k) => (None, Some(k.as_str())),
-    };
+    let (plan_meta, pack_meta) = item.metadata();
     let mut fields: Vec<(&str, &str)> = vec![
         ("mode", mode),
         ("line_items[0][price]", &price),
@@ -119,26 +121,11 @@ pub async fn checkout(
         (None, Some(e)) => fields.push(("customer_email", e)),
         (None, None) => {}
     }
-    let created = stripe_api::call(
-        shared,
-        billing,
-        "POST",
-        "/v1/checkout/sessions",
-        Some(&form(&fields)),
-        Some(&format!("tollgate-checkout-{session_key}")),
-    )
-    .await
-    .map_err(|e| GatewayError::new(ErrorKind::Upstream, format!("checkout failed: {e}")))?;
-    let (Some(id), Some(url)) = (created["id"].as_str(), created["url"].as_str()) else {
-        return Err(GatewayError::new(
-            ErrorKind::Upstream,
-            "checkout failed: Stripe's reply has no session id or url",
-        ));
-    };
+    let (id, url) = create_session(shared, billing, &fields, &session_key).await?;
     ledger
         .record_checkout(
             &Checkout {
-                id: id.to_owned(),
+                id: id.clone(),
                 session_key,
                 account_id: account_id.clone(),
                 plan: plan_meta.map(str::to_owned),
@@ -158,4 +145,45 @@ pub async fn checkout(
     });
     respond::json(session, ctx, 200, &v, &[]).await;
     Ok(())
+}
+
+/// A second subscription would bill the customer twice: plan changes go through the portal.
+fn refuse_second_subscription(sub: &Subscription) -> Result<(), GatewayError> {
+    let active = matches!(
+        sub.status.as_deref(),
+        Some("active" | "trialing" | "past_due")
+    );
+    if active && sub.subscription_id.is_some() {
+        return Err(GatewayError::invalid(
+            "plan: this account already has an active subscription; change or cancel it in the billing portal (POST /api/v1/billing/portal)",
+        ));
+    }
+    Ok(())
+}
+
+/// Creates the Checkout Session at Stripe, keyed for idempotency by this checkout's session
+/// key: the session's id and URL.
+async fn create_session(
+    shared: &Shared,
+    billing: &Billing,
+    fields: &[(&str, &str)],
+    session_key: &str,
+) -> Result<(String, String), GatewayError> {
+    let created = stripe_api::call(
+        shared,
+        billing,
+        "POST",
+        "/v1/checkout/sessions",
+        Some(&form(fields)),
+        Some(&format!("tollgate-checkout-{session_key}")),
+    )
+    .await
+    .map_err(|e| GatewayError::new(ErrorKind::Upstream, format!("checkout failed: {e}")))?;
+    let (Some(id), Some(url)) = (created["id"].as_str(), created["url"].as_str()) else {
+        return Err(GatewayError::new(
+            ErrorKind::Upstream,
+            "checkout failed: Stripe's reply has no session id or url",
+        ));
+    };
+    Ok((id.to_owned(), url.to_owned()))
 }
