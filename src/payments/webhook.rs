@@ -92,31 +92,13 @@ async fn apply(
             if ledger.event_seen(id).await? {
                 return Ok(Applied::Duplicate);
             }
-            let Some((plan, pack, grant)) = what_was_bought(shared, config, billing, c).await?
-            else {
+            let Some(bought) = what_was_bought(shared, config, billing, c).await? else {
                 return Ok(record!(
                     "no plan or credit pack of ours in this session: nothing granted"
                 )
                 .await?);
             };
-            let paid = CheckoutPaid {
-                event_id: id.to_owned(),
-                event_type: ty.to_owned(),
-                session_id: c.session_id.clone(),
-                client_reference_id: c.client_reference_id.clone(),
-                session_key: c.session_key.clone(),
-                payer_email: c.payer_email.clone(),
-                plan,
-                credits_pack: pack,
-                grant,
-                amount: c.amount,
-                currency: c.currency.clone(),
-                customer: c.customer.clone(),
-                subscription: c.subscription.clone(),
-                payment_intent: c.payment_intent.clone(),
-                invoice: c.invoice.clone(),
-                anonymous_id: format!("usr_{}", crate::auth::random_id(16)?),
-            };
+            let paid = checkout_paid(event, c, bought)?;
             Ok(ledger.apply_checkout(&paid, now).await?)
         }
         Action::FirstInvoicePaid {
@@ -131,50 +113,89 @@ async fn apply(
             );
             Ok(record!(&why).await?)
         }
-        Action::RenewalPaid(r) => {
-            let r = Renewal {
-                event_id: id.to_owned(),
-                invoice_id: r.invoice.clone(),
-                customer: r.customer.clone(),
-                subscription: r.subscription.clone(),
-                plan: plan_of(config, &r.price_ids),
-                amount: r.amount,
-                currency: r.currency.clone(),
-                payment_intent: r.payment_intent.clone(),
-                renews_at: r.renews_at_ms,
-            };
-            Ok(ledger
-                .apply_renewal(&r, &config.plans.grants(), now)
-                .await?)
-        }
-        Action::SubscriptionChanged(sub) => {
-            let c = SubscriptionChange {
-                event_id: id.to_owned(),
-                event_type: ty.to_owned(),
-                subscription: sub.id.clone(),
-                customer: sub.customer.clone(),
-                status: sub.status.clone(),
-                plan: plan_of(config, &sub.price_ids),
-                renews_at: sub.renews_at_ms,
-                deleted: sub.deleted,
-            };
-            Ok(ledger.apply_subscription(&c, now).await?)
-        }
-        Action::Clawback(cb) => {
-            let c = Clawback {
-                event_id: id.to_owned(),
-                event_type: ty.to_owned(),
-                kind: cb.kind.as_str(),
-                payment_intent: cb.payment_intent.clone(),
-                invoice: cb.invoice.clone(),
-                amount: cb.amount,
-                amount_refunded: cb.amount_refunded,
-                currency: cb.currency.clone(),
-            };
-            Ok(ledger.apply_clawback(&c, now).await?)
-        }
+        Action::RenewalPaid(r) => Ok(ledger
+            .apply_renewal(&renewal(event, config, r), &config.plans.grants(), now)
+            .await?),
+        Action::SubscriptionChanged(sub) => Ok(ledger
+            .apply_subscription(&subscription_change(event, config, sub), now)
+            .await?),
+        Action::Clawback(cb) => Ok(ledger.apply_clawback(&clawback(event, cb), now).await?),
         Action::Incomplete(why) => Ok(record!(why).await?),
         Action::Ignored => Ok(record!("not a type the gateway acts on").await?),
+    }
+}
+
+/// A paid checkout as the ledger applies it: what was bought, and a fresh anonymous account
+/// id for when the session matches no account.
+fn checkout_paid(
+    event: &Event,
+    c: &stripe::Checkout,
+    (plan, credits_pack, grant): Bought,
+) -> Result<CheckoutPaid, GatewayError> {
+    Ok(CheckoutPaid {
+        event_id: event.id.clone(),
+        event_type: event.type_name.clone(),
+        session_id: c.session_id.clone(),
+        client_reference_id: c.client_reference_id.clone(),
+        session_key: c.session_key.clone(),
+        payer_email: c.payer_email.clone(),
+        plan,
+        credits_pack,
+        grant,
+        amount: c.amount,
+        currency: c.currency.clone(),
+        customer: c.customer.clone(),
+        subscription: c.subscription.clone(),
+        payment_intent: c.payment_intent.clone(),
+        invoice: c.invoice.clone(),
+        anonymous_id: format!("usr_{}", crate::auth::random_id(16)?),
+    })
+}
+
+/// A paid renewal invoice as the ledger applies it, its plan read from its prices.
+fn renewal(event: &Event, config: &Config, r: &stripe::Renewal) -> Renewal {
+    Renewal {
+        event_id: event.id.clone(),
+        invoice_id: r.invoice.clone(),
+        customer: r.customer.clone(),
+        subscription: r.subscription.clone(),
+        plan: plan_of(config, &r.price_ids),
+        amount: r.amount,
+        currency: r.currency.clone(),
+        payment_intent: r.payment_intent.clone(),
+        renews_at: r.renews_at_ms,
+    }
+}
+
+/// A subscription's change as the ledger applies it, its plan read from its prices.
+fn subscription_change(
+    event: &Event,
+    config: &Config,
+    sub: &stripe::Subscription,
+) -> SubscriptionChange {
+    SubscriptionChange {
+        event_id: event.id.clone(),
+        event_type: event.type_name.clone(),
+        subscription: sub.id.clone(),
+        customer: sub.customer.clone(),
+        status: sub.status.clone(),
+        plan: plan_of(config, &sub.price_ids),
+        renews_at: sub.renews_at_ms,
+        deleted: sub.deleted,
+    }
+}
+
+/// A refund or dispute as the ledger applies it.
+fn clawback(event: &Event, cb: &stripe::Clawback) -> Clawback {
+    Clawback {
+        event_id: event.id.clone(),
+        event_type: event.type_name.clone(),
+        kind: cb.kind.as_str(),
+        payment_intent: cb.payment_intent.clone(),
+        invoice: cb.invoice.clone(),
+        amount: cb.amount,
+        amount_refunded: cb.amount_refunded,
+        currency: cb.currency.clone(),
     }
 }
 
@@ -186,7 +207,10 @@ fn plan_of(config: &Config, prices: &[String]) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// `(plan, credits_pack, µcr to grant)`: from our stored checkout, else `metadata.plan` or
+/// What a paid checkout bought: `(plan, credits_pack, µcr to grant)`.
+type Bought = (Option<String>, Option<String>, i64);
+
+/// What the session bought: from our stored checkout, else `metadata.plan` or
 /// `metadata.credits_pack`, else the session's line items read from Stripe (price → plan or
 /// pack). `None` when none of these names something we sell.
 async fn what_was_bought(
@@ -194,7 +218,7 @@ async fn what_was_bought(
     config: &Config,
     billing: &Billing,
     bought: &stripe::Checkout,
-) -> Result<Option<(Option<String>, Option<String>, i64)>, GatewayError> {
+) -> Result<Option<Bought>, GatewayError> {
     let session_id = bought.session_id.as_str();
     let session_key = bought.session_key.as_deref();
     let plans = &config.plans;
