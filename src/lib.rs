@@ -18,17 +18,19 @@
 //! (in-process or Redis) when its row says so.
 //!
 //! ## A chat request: `POST /v1/chat/completions`
-//! 1. [`chat`] reads and validates the body, resolves the model and orders the route
-//!    candidates. `POST /v1/messages` is the same pipeline for a client that speaks Anthropic's
-//!    wire; [`chat::count_tokens`] is what only that API has besides.
+//! 1. Its front door in [`fronts`] reads the body into the internal chat request
+//!    ([`fronts::chat_completions`]; [`fronts::messages`] for a client that speaks Anthropic's
+//!    wire, [`fronts::responses`], [`fronts::gemini`], [`fronts::completions`] for the
+//!    others), and [`pipeline`] resolves the model and orders the route candidates.
 //! 2. [`metering`] places a keyed request's credit hold: against this instance's credit lease
 //!    of the account when it can pay ([`metering::leases`]), else as a hold row in the
 //!    [`ledger`]. The request owns it as its charge ([`metering::charge`], the context's one
 //!    metered slot), topped up before a failover to a pricier candidate.
-//! 3. [`chat::forward`] tries the candidates over the [`upstream`] pools, one [`chat::attempt`]
-//!    per candidate and endpoint: [`upstream::provider`] says what each provider kind means on
-//!    the wire, [`upstream::wire`] makes the exchange, [`chat::translate`] picks the translation
-//!    between the client's wire and the provider's, [`chat::stream`] relays streams. An attempt
+//! 3. [`pipeline::forward`] tries the candidates over the [`upstream`] pools, one
+//!    [`pipeline::attempt`] per candidate and endpoint: [`upstream::provider`] says what each
+//!    provider kind means on the wire, [`upstream::wire`] makes the exchange,
+//!    [`pipeline::translate`] picks the translation between the client's wire and the
+//!    provider's, [`pipeline::stream`] relays streams. An attempt
 //!    returns what it served; it neither settles nor sends the answer's last bytes.
 //! 4. The pipeline settles the charge once, to what was served, through [`metering`], which
 //!    charges it to the lease in memory (the usage row goes with the next lease round) or to
@@ -73,13 +75,10 @@
 //! 4. The account's cached keys ([`auth::key_cache`]) are dropped, so its next request
 //!    reads the new plan.
 //!
-//! Beside the walks: [`gemini`] (Google's Gemini API: the chat walk, the request written as
-//! the internal chat request, replies and streams in Gemini's shape), [`completions`] (`POST /v1/completions`, legacy text completions: the
-//! chat walk with the client's body passed on to the models that serve them), [`responses`]
-//! (`POST /v1/responses`: the chat walk itself, the request
-//! written as the internal chat request and the reply as a response object, stored per account
-//! for `previous_response_id`), [`embeddings`] (`POST /v1/embeddings`: the chat walk's steps
-//! with a prompt-only hold, and failover only across the model's own endpoints), [`accounts`]
+//! Beside the walks: the other doors of [`fronts`] (each parses its wire into the chat walk and
+//! shapes its answer; [`fronts::embeddings`] takes the chat walk's steps with a prompt-only
+//! hold, and failover only across the model's own endpoints), [`models`] (the model lists,
+//! pricing and changelog), [`demo`] (the built-in demo provider), [`accounts`]
 //! (signup, login, sessions, keys, usage), [`admin`] (the admin API), [`dashboard`] (the pricing page and the app, served by the gateway itself). The logic
 //! that needs no I/O (validation, translation, SSE, routing, credit arithmetic, the Stripe
 //! signature, errors) lives in [`tollgate_filters`].
@@ -89,24 +88,23 @@ pub mod accounts;
 pub mod admin;
 pub mod auth;
 pub mod background;
-pub mod chat;
 pub mod clock;
-pub mod completions;
 pub mod config;
 pub mod dashboard;
-pub mod embeddings;
-pub mod gemini;
+pub mod demo;
+pub mod fronts;
 pub mod ledger;
 pub mod limits;
 pub mod logging;
 pub mod mcp;
 pub mod metering;
 pub mod metrics;
+pub mod models;
 pub mod oauth;
 pub mod payments;
+pub mod pipeline;
 pub mod proxy;
 pub mod request;
-pub mod responses;
 pub mod runtime;
 pub mod server;
 pub mod tool_servers;
@@ -164,7 +162,7 @@ mod tour_tests {
 
     /// Whether the map names `path` (relative to `src/`): a top-level file by its path
     /// (`src/clock.rs`); a folder's `mod.rs` by the folder (`src/limits/`); any other file by
-    /// its path in the diagram (`chat/forward.rs`) or in its folder's own table row (the row
+    /// its path in the diagram (`pipeline/forward.rs`) or in its folder's own table row (the row
     /// whose first cell names `src/limits/`), as `shadow.rs` or as `` `shadow` ``. Naming the
     /// folder alone does not name its files.
     fn names(map: &str, path: &str) -> bool {

@@ -62,7 +62,7 @@ pub struct Shared {
     /// Password hashes running on the blocking pool, one per core (`accounts::passwords`).
     pub hashing: tokio::sync::Semaphore,
     /// Token counts running on the blocking pool: one fewer than the cores (at least one), so
-    /// that counting never takes every core from the proxy (`chat::tokenize`).
+    /// that counting never takes every core from the proxy (`pipeline::tokenize`).
     pub counting: tokio::sync::Semaphore,
     /// Settlements that failed after serving, retried until they commit
     /// (`background::unsettled`).

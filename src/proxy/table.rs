@@ -10,13 +10,10 @@ use tollgate_filters::GatewayError;
 
 use super::probes;
 use crate::auth::caller::Caller;
-use crate::chat::models::Listing;
+use crate::models::Listing;
 use crate::request::ctx::{Door, RequestCtx};
 use crate::runtime::Shared;
-use crate::{
-    accounts, admin, chat, completions, dashboard, embeddings, gemini, mcp, oauth, payments,
-    responses,
-};
+use crate::{accounts, admin, dashboard, demo, fronts, mcp, models, oauth, payments};
 use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Mcp, Open};
 use Limit::{Free, Guests, Logins, PerToolCall, Plan, Signups};
 
@@ -128,41 +125,41 @@ macro_rules! routes {
 routes! {
     |shared, session, ctx, caller, id|
     Chat: "POST" "/v1/chat/completions", (KeyOrGuest, Plan, Chat), "chat"
-        => chat::handle(shared, session, ctx, caller).await;
+        => fronts::chat_completions::handle(shared, session, ctx, caller).await;
     Messages: "POST" "/v1/messages", (KeyOrGuest, Plan, Messages), "messages"
-        => chat::handle(shared, session, ctx, caller).await;
+        => fronts::messages::handle(shared, session, ctx, caller).await;
     CountTokens: "POST" "/v1/messages/count_tokens", (KeyOrGuest, Plan, Messages), "messages"
-        => chat::count_tokens::count_tokens(shared, session, ctx, caller).await;
+        => fronts::messages::count_tokens(shared, session, ctx, caller).await;
     Completions: "POST" "/v1/completions", (KeyOrGuest, Plan, Completions), "completions"
-        => completions::handle(shared, session, ctx, caller).await;
+        => fronts::completions::handle(shared, session, ctx, caller).await;
     GeminiGenerate: "POST" "/v1beta/models/{id}", (KeyOrGuest, Plan, Gemini), "gemini"
-        => gemini::handle(shared, session, ctx, caller, id).await;
+        => fronts::gemini::handle(shared, session, ctx, caller, id).await;
     // Google's SDKs use the stable version's path too when given a base URL.
     GeminiGenerateV1: "POST" "/v1/models/{id}", (KeyOrGuest, Plan, Gemini), "gemini"
-        => gemini::handle(shared, session, ctx, caller, id).await;
+        => fronts::gemini::handle(shared, session, ctx, caller, id).await;
     GeminiModels: "GET" "/v1beta/models", (Anyone, Guests, Gemini), "models"
-        => gemini::models(shared, session, ctx).await;
+        => fronts::gemini::models(shared, session, ctx).await;
     GeminiModel: "GET" "/v1beta/models/{id}", (Anyone, Guests, Gemini), "models"
-        => gemini::model(shared, session, ctx, id).await;
+        => fronts::gemini::model(shared, session, ctx, id).await;
     Embeddings: "POST" "/v1/embeddings", (KeyOrGuest, Plan, Embeddings), "embeddings"
-        => embeddings::handle(shared, session, ctx, caller).await;
+        => fronts::embeddings::handle(shared, session, ctx, caller).await;
     Responses: "POST" "/v1/responses", (KeyOrGuest, Plan, Responses), "responses"
-        => responses::handle(shared, session, ctx, caller).await;
+        => fronts::responses::handle(shared, session, ctx, caller).await;
     GetResponse: "GET" "/v1/responses/{id}", (Key, Free, Responses), "responses"
-        => responses::stored::get(shared, session, ctx, caller, id).await;
+        => fronts::responses::stored::get(shared, session, ctx, caller, id).await;
     DeleteResponse: "DELETE" "/v1/responses/{id}", (Key, Free, Responses), "responses"
-        => responses::stored::delete(shared, session, ctx, caller, id).await;
+        => fronts::responses::stored::delete(shared, session, ctx, caller, id).await;
     ResponseInputItems: "GET" "/v1/responses/{id}/input_items", (Key, Free, Responses), "responses"
-        => responses::stored::input_items(shared, session, ctx, caller, id).await;
+        => fronts::responses::stored::input_items(shared, session, ctx, caller, id).await;
     Models: "GET" "/v1/models", (Anyone, Guests, Own), "models"
-        => chat::models::models(shared, session, ctx, caller).await;
+        => models::models(shared, session, ctx, caller).await;
     Pricing: "GET" "/v1/models/pricing", (Anyone, Guests, Own), "pricing"
-        => chat::models::handle(shared, session, ctx, Listing::Pricing).await;
+        => models::handle(shared, session, ctx, Listing::Pricing).await;
     Changelog: "GET" "/v1/models/changelog", (Anyone, Free, Own), "pricing"
-        => chat::models::handle(shared, session, ctx, Listing::Changelog).await;
+        => models::handle(shared, session, ctx, Listing::Changelog).await;
     // The built-in demo provider, for the gateway's own `demo` pools (loopback only).
     Demo: "POST" "/_demo/v1/chat/completions", (Open, Free, Own), "demo"
-        => chat::demo::chat(shared, session, ctx).await;
+        => demo::chat(shared, session, ctx).await;
     Healthz: "GET" "/healthz", (Open, Free, Own), "healthz" => probes::healthz(session, ctx).await;
     // The pricing page and the dashboard app (one page; the script renders the route).
     Home: "GET" "/", (Open, Free, Own), "dashboard" => dashboard::page(shared, session, ctx).await;

@@ -3,7 +3,7 @@
 //! passively, and what each provider kind means on the wire ([`provider`]); the exchange itself
 //! ([`wire`]) on connections kept between requests ([`idle`]), and why an attempt fails over
 //! ([`failover`]). (The built-in demo provider
-//! the gateway serves to itself is a handler: `chat::demo`.)
+//! the gateway serves to itself is a handler: `demo`.)
 
 mod chunked;
 pub mod failover;

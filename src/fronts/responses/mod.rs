@@ -2,9 +2,9 @@
 //! pipeline: the caller authenticated and admitted by the route table → read and check the
 //! body → the `previous_response_id` chain read from the ledger ([`stored`]) → the
 //! conversation written as the internal chat request → route, hold, forward
-//! ([`crate::chat::serve`]; a stream is written as Responses events by the relay) → the reply
+//! ([`crate::pipeline::serve`]; a stream is written as Responses events by the relay) → the reply
 //! as a response object → stored when `store` → settled once and answered
-//! ([`crate::chat::settle_and_answer`]).
+//! ([`crate::pipeline::settle_and_answer`]).
 //!
 //! [`stored`] also serves `GET`/`DELETE /v1/responses/{id}` and `…/input_items`.
 
@@ -21,10 +21,10 @@ use tollgate_filters::responses::stream::Opening;
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use crate::auth::caller::Caller;
-use crate::chat::forward::Reply;
-use crate::chat::front::{Front, ResponsesFront, Via};
-use crate::chat::{serve, settle_and_answer};
 use crate::ledger::responses::NewResponse;
+use crate::pipeline::forward::Reply;
+use crate::pipeline::front::{Front, ResponsesFront, Via};
+use crate::pipeline::{serve, settle_and_answer};
 use crate::request::body;
 use crate::request::ctx::RequestCtx;
 use crate::runtime::Shared;
@@ -49,7 +49,7 @@ async fn pipeline(
     let rt = shared.runtime.load_full();
     let raw = body::read_within(session, &rt.config).await?;
     // The body's `tollgate` extension is the gateway's, not a Responses field.
-    let (resume, stripped) = crate::chat::opt_in(session, &raw)?;
+    let (resume, stripped) = crate::fronts::opt_in(session, &raw)?;
     let raw = stripped.map_or(raw, |b| bytes::BytesMut::from(bytes::Bytes::from(b)));
     let mut req = parse_responses_request(&raw)?;
     ctx.model_requested = Some(req.model.clone());
@@ -91,7 +91,7 @@ async fn pipeline(
         door: Via::Responses(&responses),
         resume,
     };
-    // The attempt wrote the reply as a response object (chat/translate.rs), or streamed it.
+    // The attempt wrote the reply as a response object (pipeline/translate.rs), or streamed it.
     let reply = serve(shared, session, ctx, caller, &chat, front)
         .await
         .map_err(in_responses_terms)?;

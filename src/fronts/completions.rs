@@ -3,15 +3,15 @@
 //! internal chat request (for routing, the hold and the tokenizer) → route among the models
 //! that serve legacy completions (`[[models]] completions = true`, OpenAI-compatible providers
 //! only), hold, forward the client's body with the model and output cap set, streamed or not
-//! ([`crate::chat::serve`]) → settled once and answered ([`crate::chat::settle_and_answer`]).
+//! ([`crate::pipeline::serve`]) → settled once and answered ([`crate::pipeline::settle_and_answer`]).
 
 use crate::request::Session;
 use tollgate_filters::openai::legacy::parse_legacy_request;
 use tollgate_filters::GatewayError;
 
 use crate::auth::caller::Caller;
-use crate::chat::front::{Front, Via};
-use crate::chat::{serve, settle_and_answer};
+use crate::pipeline::front::{Front, Via};
+use crate::pipeline::{serve, settle_and_answer};
 use crate::request::body;
 use crate::request::ctx::RequestCtx;
 use crate::runtime::Shared;

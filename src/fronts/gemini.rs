@@ -5,8 +5,8 @@
 //!
 //! A generate request is the chat pipeline: the caller authenticated and admitted by the route
 //! table → read and check the body → written as the internal chat request → route, hold,
-//! forward ([`crate::chat::serve`]; the attempt writes the reply as a Gemini response, a
-//! stream as Gemini chunks) → settled once and answered ([`crate::chat::settle_and_answer`]).
+//! forward ([`crate::pipeline::serve`]; the attempt writes the reply as a Gemini response, a
+//! stream as Gemini chunks) → settled once and answered ([`crate::pipeline::settle_and_answer`]).
 
 use crate::request::Session;
 use serde_json::{json, Value};
@@ -17,9 +17,9 @@ use tollgate_filters::route::{ModelKind, Target};
 use tollgate_filters::{tokens, ErrorKind, GatewayError};
 
 use crate::auth::caller::Caller;
-use crate::chat::front::{Front, GeminiFront, Via};
-use crate::chat::tokenize::off_thread;
-use crate::chat::{serve, settle_and_answer};
+use crate::pipeline::front::{Front, GeminiFront, Via};
+use crate::pipeline::tokenize::off_thread;
+use crate::pipeline::{serve, settle_and_answer};
 use crate::request::ctx::RequestCtx;
 use crate::request::{body, respond};
 use crate::runtime::Shared;

@@ -1,36 +1,34 @@
-//! `POST /v1/chat/completions`, and `POST /v1/messages` (the same pipeline for a client that
-//! speaks Anthropic's Messages API, `ctx.wire`): the pipeline of one chat request.
+//! The pipeline every metered model request goes through, whichever front door it came in by
+//! (`crate::fronts` parses each door's body into the internal chat request and says what the
+//! door adds: [`front`]).
 //!
-//! (the caller authenticated and admitted by the route table) → read and validate the body → resolve the model → route
-//! candidates → credit hold (the request's charge) → forward ([`forward`]: one [`attempt`] per
-//! candidate and endpoint, streams in [`stream`], each returning what it served) → settle, once
-//! → answer. A request that fails anywhere after the hold
-//! is settled too (at zero cost when no output was produced), so every held request ends with
-//! exactly one usage row. [`models`] serves the model lists.
+//! (the caller authenticated and admitted by the route table; the body read and parsed by its
+//! front door) → resolve the model → route candidates → credit hold (the request's charge) →
+//! forward ([`forward`]: one [`attempt`] per candidate and endpoint, streams in [`stream`], a
+//! cut stream continued in [`resume`], each returning what it served; [`translate`] picks the
+//! reply's translation) → settle, once → answer ([`settle_and_answer`]). A request that fails
+//! anywhere after the hold is settled too (at zero cost when no output was produced), so every
+//! held request ends with exactly one usage row.
 
 pub mod attempt;
-pub mod count_tokens;
 pub mod cut;
-pub mod demo;
 pub mod forward;
 pub mod front;
-pub mod models;
 pub mod resume;
 pub mod stream;
 pub mod tokenize;
 pub mod translate;
 
 use crate::request::Session;
-use tollgate_filters::anthropic::request::{check_translatable, parse_messages_request};
+use tollgate_filters::anthropic::request::check_translatable;
 use tollgate_filters::cost::{add_to_usage, Cost, Spelling};
 use tollgate_filters::credits::format_credits;
-use tollgate_filters::openai::request::{parse_chat_request, ChatRequest};
-use tollgate_filters::resume::request::{header_value, take_extension};
+use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::{ModelKind, ModelSpec, Target};
 use tollgate_filters::time::http_date;
 use tollgate_filters::{ErrorKind, GatewayError};
 
-use self::front::{Front, Via};
+use self::front::Front;
 use crate::auth::allowlist;
 use crate::auth::caller::Caller;
 use crate::config::ProviderKind;
@@ -39,19 +37,8 @@ use crate::metering::charge::Charge;
 use crate::metering::holds::HoldRequest;
 use crate::metering::{self, Hold};
 use crate::request::ctx::{RequestCtx, Wire};
-use crate::request::{body, respond};
+use crate::request::respond;
 use crate::runtime::{Runtime, Shared};
-
-/// Runs a chat request of `caller` (resolved and admitted by the route table).
-pub async fn handle(
-    shared: &Shared,
-    session: &mut Session,
-    ctx: &mut RequestCtx,
-    caller: &Caller,
-) -> Result<(), GatewayError> {
-    let result = pipeline(shared, session, ctx, caller).await;
-    settle_and_answer(shared, session, ctx, result).await
-}
 
 /// Ends a metered request of any front door: the one settlement on the request path, once
 /// what was served is known and before the answer's last bytes (a JSON answer carries the
@@ -127,64 +114,6 @@ fn settled_cost(ctx: &RequestCtx) -> Option<Cost> {
     }
     let served = ctx.served.as_ref()?;
     Some(Cost::new(written.charged, served.usage, &served.rates))
-}
-
-async fn pipeline(
-    shared: &Shared,
-    session: &mut Session,
-    ctx: &mut RequestCtx,
-    caller: &Caller,
-) -> Result<forward::Reply, GatewayError> {
-    let rt = shared.runtime.load_full();
-    let raw = body::read_within(session, &rt.config).await?;
-    let (resume, stripped) = opt_in(session, &raw)?;
-    let raw = stripped.map_or(raw, |b| bytes::BytesMut::from(bytes::Bytes::from(b)));
-    // An Anthropic client's request is validated as Anthropic does, and carried both as sent
-    // (for Anthropic providers) and translated (for everything the pipeline reads).
-    let messages = match ctx.wire {
-        Wire::OpenAi | Wire::Gemini => None,
-        Wire::Anthropic => Some(parse_messages_request(&raw)?),
-    };
-    // The request borrows from the body it was parsed from (`raw`, or the Anthropic mirror),
-    // which this future keeps until the request is done: nothing is copied out of it.
-    let req = match &messages {
-        None => parse_chat_request(&raw)?,
-        Some(m) => m.chat()?,
-    };
-    let beta = match ctx.wire {
-        Wire::Anthropic => session
-            .req_header()
-            .headers
-            .get("anthropic-beta")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
-        Wire::OpenAi | Wire::Gemini => None,
-    };
-    let door = match &messages {
-        Some(request) => Via::Messages {
-            request,
-            beta: beta.as_deref(),
-        },
-        None => Via::Chat,
-    };
-    let front = Front { door, resume };
-    serve(shared, session, ctx, caller, &req, front).await
-}
-
-/// What a request says of resuming a cut stream (docs/api.md, "Streams that survive a cut"): the
-/// `X-Tollgate-Resume` header, else the body's `tollgate.resume`; and the body without its
-/// `tollgate` extension, when it had one (no provider is sent it).
-pub fn opt_in(
-    session: &Session,
-    raw: &[u8],
-) -> Result<(Option<bool>, Option<Vec<u8>>), GatewayError> {
-    let header = match session.req_header().headers.get("x-tollgate-resume") {
-        None => None,
-        Some(v) => Some(header_value(v.to_str().unwrap_or("?"))?),
-    };
-    let ext = take_extension(raw)?;
-    let body = ext.as_ref().and_then(|e| e.resume);
-    Ok((header.or(body), ext.map(|e| e.body)))
 }
 
 /// Serves an internal chat request `req` (a chat-completions client's own, or what another

@@ -21,11 +21,11 @@ use tollgate_filters::time::http_date;
 use tollgate_filters::{tokens, ErrorKind, GatewayError, Usage};
 
 use crate::auth::caller::Caller;
-use crate::chat::forward::Reply;
-use crate::chat::settle_and_answer;
-use crate::chat::tokenize::off_thread;
 use crate::metering::charge::Charge;
 use crate::metering::{prompt_only, Hold};
+use crate::pipeline::forward::Reply;
+use crate::pipeline::settle_and_answer;
+use crate::pipeline::tokenize::off_thread;
 use crate::request::body;
 use crate::request::ctx::{Delivery, RequestCtx};
 use crate::runtime::{Runtime, Shared};

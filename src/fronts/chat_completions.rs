@@ -1,0 +1,43 @@
+//! `POST /v1/chat/completions`: OpenAI's chat completions, whose body is the internal chat
+//! request itself; served by the pipeline as it is.
+
+use tollgate_filters::openai::request::parse_chat_request;
+use tollgate_filters::GatewayError;
+
+use crate::auth::caller::Caller;
+use crate::pipeline::front::{Front, Via};
+use crate::pipeline::{forward, serve, settle_and_answer};
+use crate::request::body;
+use crate::request::ctx::RequestCtx;
+use crate::request::Session;
+use crate::runtime::Shared;
+
+/// Runs a chat completion of `caller` (resolved and admitted by the route table).
+pub async fn handle(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    caller: &Caller,
+) -> Result<(), GatewayError> {
+    let result = run(shared, session, ctx, caller).await;
+    settle_and_answer(shared, session, ctx, result).await
+}
+
+async fn run(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    caller: &Caller,
+) -> Result<forward::Reply, GatewayError> {
+    let rt = shared.runtime.load_full();
+    let raw = body::read_within(session, &rt.config).await?;
+    let (resume, raw) = super::without_extension(session, raw)?;
+    // The request borrows from the body it was parsed from, which this future keeps until the
+    // request is done: nothing is copied out of it.
+    let req = parse_chat_request(&raw)?;
+    let front = Front {
+        door: Via::Chat,
+        resume,
+    };
+    serve(shared, session, ctx, caller, &req, front).await
+}
