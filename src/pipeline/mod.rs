@@ -15,13 +15,15 @@ pub mod cut;
 pub mod forward;
 pub mod front;
 pub mod resume;
+pub mod settle;
 pub mod stream;
 pub mod tokenize;
 pub mod translate;
 
+pub use settle::settle_and_answer;
+
 use crate::request::Session;
 use tollgate_filters::anthropic::request::check_translatable;
-use tollgate_filters::cost::{add_to_usage, Cost, Spelling};
 use tollgate_filters::credits::format_credits;
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::{ModelKind, ModelSpec, Target};
@@ -36,47 +38,8 @@ use crate::ledger::KeyAuth;
 use crate::metering::charge::Charge;
 use crate::metering::holds::HoldRequest;
 use crate::metering::{self, Hold};
-use crate::request::ctx::{RequestCtx, Wire};
-use crate::request::respond;
+use crate::request::ctx::RequestCtx;
 use crate::runtime::{Runtime, Shared};
-
-/// Ends a metered request of any front door: the one settlement on the request path, once
-/// what was served is known and before the answer's last bytes (a JSON answer carries the
-/// balance after it, and a stream's closing events, `[DONE]` or `message_stop`, come after
-/// it, so a client that reads its balance then sees the charge: DESIGN.md, Rules: One
-/// balance), then the answer, which tells what the request cost (DESIGN.md, Rules: Cost
-/// shown): `usage.cost` and `usage.cost_details` in a JSON reply's usage object (one scan of
-/// the reply's top level, no tree) and `X-Credits-Charged`; a stream's in its final usage. A
-/// failure before any output settles at nothing.
-pub async fn settle_and_answer(
-    shared: &Shared,
-    session: &mut Session,
-    ctx: &mut RequestCtx,
-    result: Result<forward::Reply, GatewayError>,
-) -> Result<(), GatewayError> {
-    if let Err(e) = &result {
-        ctx.status = e.status();
-    }
-    if ctx.metered.is_some() {
-        ctx.settle(&shared.meter()?).await;
-    }
-    let cost = settled_cost(ctx);
-    match result? {
-        forward::Reply::Json(mut body) => {
-            if let Some(c) = &cost {
-                ctx.set_header("X-Credits-Charged", format_credits(c.charged));
-                let (member, spelling) = match ctx.wire {
-                    Wire::Gemini => ("usageMetadata", Spelling::Camel),
-                    _ => ("usage", Spelling::Snake),
-                };
-                body = add_to_usage(&body, member, c, spelling).unwrap_or(body);
-            }
-            respond::send(session, ctx, 200, "application/json", body, &[]).await;
-        }
-        forward::Reply::Stream(s) => stream::close(*s, shared, session, ctx, cost.as_ref()).await,
-    }
-    Ok(())
-}
 
 /// Refuses, before anything is held, a request the first candidate's wire format cannot carry
 /// faithfully (a later candidate of that kind is skipped instead).
@@ -98,22 +61,6 @@ fn check_first(
         Some(r) if !provider.responses_api => r.request.check_bridgeable(&first.id),
         _ => Ok(()),
     }
-}
-
-/// What the settlement charged, with its parts at the rates of the model that served: `None`
-/// for a guest (nothing metered) and while a settlement waits for the ledger (its amount is
-/// shown by `/api/v1/usage` once written).
-fn settled_cost(ctx: &RequestCtx) -> Option<Cost> {
-    let written = ctx.charged?;
-    if let Some(legs) = &ctx.resumed {
-        // Each leg's part at its own model's rates.
-        return Some(Cost {
-            charged: written.charged,
-            parts: legs.parts(),
-        });
-    }
-    let served = ctx.served.as_ref()?;
-    Some(Cost::new(written.charged, served.usage, &served.rates))
 }
 
 /// Serves an internal chat request `req` (a chat-completions client's own, or what another

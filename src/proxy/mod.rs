@@ -74,7 +74,7 @@ impl Gateway {
         // unboxed it would make every request's future 4 KB larger to copy.
         if ctx.metered.is_some() {
             if let Ok(meter) = self.shared.meter() {
-                Box::pin(ctx.settle(&meter)).await;
+                Box::pin(crate::pipeline::settle::settle(&mut ctx, &meter)).await;
             }
         }
         access_log::record(&self.shared.metrics, &ctx);

@@ -3,14 +3,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use tollgate_filters::credits::format_credits;
 use tollgate_filters::credits::Rates;
 use tollgate_filters::Usage;
 
 use crate::limits::in_flight::Slot;
 use crate::metering::charge::Charge;
 use crate::metering::legs::Legs;
-use crate::metering::{Meter, Served, Written};
+use crate::metering::Written;
 
 /// The wire format the client speaks, which decides the shape of every answer, errors too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,36 +151,6 @@ impl RequestCtx {
     pub fn set_header(&mut self, name: &'static str, value: String) {
         self.headers.retain(|(k, _)| *k != name);
         self.headers.push((name, value));
-    }
-
-    /// Settles the metered request, if it is still held: at what was served (nothing when no
-    /// model produced output), once. The balance after it goes out as `X-Credits-Remaining`.
-    /// Called by the pipeline before its answer's last bytes, and by the proxy after the
-    /// handler for a request whose future was dropped first.
-    pub async fn settle(&mut self, meter: &Meter<'_>) {
-        let Some(charge) = self.metered.take() else {
-            return;
-        };
-        let d = self.served.as_ref();
-        let served = Served {
-            request_id: &self.request_id,
-            model_requested: self.model_requested.as_deref().unwrap_or_default(),
-            model_used: d.map(|d| d.model.as_str()),
-            provider: d.map(|d| d.provider.as_str()),
-            usage: match &self.resumed {
-                Some(legs) => legs.usage(),
-                None => d.map(|d| d.usage).unwrap_or_default(),
-            },
-            rates: d.map(|d| d.rates),
-            status: self.status,
-            latency_ms: self.start.elapsed().as_millis() as i64,
-            hold_note: None,
-            legs: self.resumed.as_ref(),
-        };
-        if let Some(w) = charge.settle(meter, served).await {
-            self.charged = Some(w);
-            self.set_header("X-Credits-Remaining", format_credits(w.balance));
-        }
     }
 }
 
