@@ -17,27 +17,13 @@ use tollgate_filters::ErrorKind;
 use tollgate_filters::GatewayError;
 
 use super::attempt::{Attempt, Destination};
-use super::front::{Front, Via};
+use super::front::Via;
 use super::resume;
+pub use super::route::Forward;
 use super::stream::{self, Ran, Streamed};
 use crate::request::ctx::RequestCtx;
-use crate::runtime::{Runtime, Shared};
 use crate::upstream::failover::{record_answered, record_failover, AttemptError, Failover};
 use crate::upstream::provider;
-
-/// A request ready to forward.
-pub struct Forward<'a> {
-    pub shared: &'a Shared,
-    pub rt: &'a Runtime,
-    pub req: &'a ChatRequest<'a>,
-    /// What the client's front door adds (the Anthropic body, a Responses stream, a legacy
-    /// completion); all `None` for a chat-completions client.
-    pub front: Front<'a>,
-    /// Catalog indices of the models to try, in order.
-    pub candidates: &'a [usize],
-    /// A stream cut after its commit is continued on a later candidate (`resume.rs`).
-    pub resume: bool,
-}
 
 /// What an attempt served: a JSON reply to send, or a stream whose closing events wait.
 pub enum Reply {
@@ -56,11 +42,7 @@ pub async fn run(
     let timeouts = &f.rt.config.timeouts;
     let deadline = Instant::now() + timeouts.response;
     let mut failures = Failures::new();
-    for (i, &mi) in f.candidates.iter().enumerate() {
-        let model = f.rt.config.catalog.model(mi);
-        let Some(pool) = f.rt.pools.get(&model.provider) else {
-            continue;
-        };
+    for (i, model, pool) in f.candidates_from(0) {
         let Some(max_tokens) = size(f, ctx, i, model).await? else {
             failures.skip(f, ctx, model, Failover::Unaffordable, None);
             continue;
@@ -163,17 +145,10 @@ async fn stream_once(
     match stream::run(attempt, session, ctx, f.resume).await? {
         Ran::Done(s) => Ok(Reply::Stream(s)),
         Ran::Cut(relay) => {
-            let route = resume::Forward {
-                shared: f.shared,
-                rt: f.rt,
-                req: f.req,
-                front: f.front,
-                candidates: f.candidates,
-            };
             // Boxed: a resumed stream is rare and its future the largest of the attempt's;
             // unboxed it would be part of every request's future, which is copied whole when
             // the request's future is boxed (docs/performance.md).
-            let s = Box::pin(resume::resume(&route, i, relay, attempt, session, ctx)).await;
+            let s = Box::pin(resume::resume(f, i, relay, attempt, session, ctx)).await;
             Ok(Reply::Stream(Box::new(s)))
         }
     }

@@ -15,6 +15,7 @@ pub mod cut;
 pub mod forward;
 pub mod front;
 pub mod resume;
+pub mod route;
 pub mod settle;
 pub mod stream;
 pub mod tokenize;

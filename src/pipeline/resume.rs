@@ -19,31 +19,18 @@ use bytes::Bytes;
 use tollgate_filters::resume::request::{anthropic_continuation, openai_continuation};
 use tollgate_filters::sse::SseDecoder;
 
-use tollgate_filters::openai::request::ChatRequest;
-
 use super::attempt::{Attempt, Destination};
 use super::cut::send;
-use super::front::Front;
+use super::route::Forward;
 use super::stream::{self, Relay, Streamed, Tally, MAX_SSE_EVENT};
 use super::translate;
 use crate::config::ProviderKind;
 use crate::metering::legs::Legs;
 use crate::request::ctx::RequestCtx;
-use crate::runtime::{Runtime, Shared};
 use crate::upstream::failover::{
     check_status, failover, record_answered, record_failover, AttemptError, Failover,
 };
 use crate::upstream::{provider, Endpoint};
-
-/// The route a stream was served on, as the forwarding loop had it.
-pub struct Forward<'a> {
-    pub shared: &'a Shared,
-    pub rt: &'a Runtime,
-    pub req: &'a ChatRequest<'a>,
-    pub front: Front<'a>,
-    /// Catalog indices of the route's models, in order.
-    pub candidates: &'a [usize],
-}
 
 /// A continuation that answered: where it went, kept to build its attempt again.
 struct Plan {
@@ -168,11 +155,7 @@ async fn next_leg(
 ) -> Option<Plan> {
     let metrics = &f.shared.metrics;
     let delivered = legs.usage().completion_tokens;
-    for at in after..f.candidates.len() {
-        let model = f.rt.config.catalog.model(f.candidates[at]);
-        let Some(pool) = f.rt.pools.get(&model.provider) else {
-            continue;
-        };
+    for (at, model, pool) in f.candidates_from(after) {
         // A provider serving the Responses API itself streams another shape.
         if f.front.responses().is_some() && pool.provider.responses_api {
             continue;
