@@ -252,6 +252,13 @@ async fn at_max_connections_new_ones_wait_without_spinning_and_are_served_as_oth
     for s in idle.iter_mut() {
         assert_eq!(ask_models(s, gw.addr).await, 200);
     }
+    // What the gateway spends at the bound with nobody waiting: its background tasks (health
+    // checks, lease rounds, timers), a few percent of a core in a debug build.
+    let pid = gw.child.id();
+    let window = Duration::from_secs(4);
+    let before = cpu_secs(pid);
+    tokio::time::sleep(window).await;
+    let baseline = cpu_secs(pid) - before;
     // 20 more connect (the kernel's backlog takes them) and ask, but are not accepted.
     let mut waiting = Vec::new();
     for _ in 0..20 {
@@ -260,22 +267,24 @@ async fn at_max_connections_new_ones_wait_without_spinning_and_are_served_as_oth
         s.write_all(req.as_bytes()).await.unwrap();
         waiting.push(s);
     }
-    let pid = gw.child.id();
     let cpu = cpu_secs(pid);
     let mut b = [0u8; 16];
-    let answered = tokio::time::timeout(Duration::from_secs(2), waiting[0].read(&mut b)).await;
+    let answered = tokio::time::timeout(window, waiting[0].read(&mut b)).await;
     assert!(
         answered.is_err(),
         "served past the bound: {answered:?} {:?}",
         String::from_utf8_lossy(&b)
     );
     let used = cpu_secs(pid) - cpu;
-    // A spinning accept loop burns a whole core (2 s here); the background tasks (health
-    // checks, counters, the ledger's probe) take a few percent of one in a debug build, which
-    // CI once measured at just over a tenth of a second.
+    // The waiting flood adds under 5 % of a core to that: a spinning accept loop burns all of
+    // one. (Measured against the baseline, not alone: CI once measured the background alone
+    // at the whole 5 % of a 2 s window.)
+    eprintln!(
+        "CPU in {window:?}: {baseline:.3} s at the bound, {used:.3} s with the flood waiting"
+    );
     assert!(
-        used < 0.5,
-        "{used} s of CPU in 2 s while the flood waits (a spin)"
+        used - baseline < 0.05 * window.as_secs_f64(),
+        "{used} s of CPU in {window:?} while the flood waits, {baseline} s before it (a spin)"
     );
     // Connections already open keep being served at the bound.
     assert_eq!(ask_models(&mut idle[0], gw.addr).await, 200);
