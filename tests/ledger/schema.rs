@@ -1,7 +1,7 @@
 //! What the usage table's schema promises the hot path (migration 0013), on whichever store the
 //! tests run against: a credit lease's usage rows run no trigger, and a chat row is no entry in
 //! the developer index. (The direct settlement through the view `usage_settlements` is tested
-//! with the other settlements, in `tests/ledger_store.rs`.)
+//! with the other settlements, in `tests/ledger/store.rs`.)
 
 use tollgate::ledger::Ledger;
 use tollgate_testkit::{database_url, temp_dir};
