@@ -295,6 +295,40 @@ mod tests {
     }
 
     #[test]
+    fn each_rows_door_answers_in_the_shape_of_the_api_its_path_belongs_to() {
+        for r in ROUTES {
+            let expected = if r.path.starts_with("/v1/messages") {
+                Wire::Anthropic
+            } else if r.path.starts_with("/v1beta/")
+                || r.handler == table::Handler::GeminiGenerateV1
+            {
+                Wire::Gemini
+            } else {
+                Wire::OpenAi
+            };
+            assert_eq!(r.door.wire(), expected, "{} {}", r.method, r.path);
+            // A row's requests are metered (one access-log line each) by its door and limit.
+            if r.limit == Limit::Plan {
+                assert_ne!(r.door, Door::Own, "{} {}", r.method, r.path);
+            }
+        }
+        // A path no row serves is answered in its API's shape too.
+        assert_eq!(
+            unrouted_wire("/v1/messages/x", &find("GET", "/v1/messages/x")),
+            Wire::Anthropic
+        );
+        assert_eq!(
+            unrouted_wire("/v1beta/nothing", &Lookup::NotFound),
+            Wire::Gemini
+        );
+        assert_eq!(unrouted_wire("/v2/x", &Lookup::NotFound), Wire::OpenAi);
+        assert_eq!(
+            unrouted_wire("/v1/messages", &find("GET", "/v1/messages")),
+            Wire::Anthropic
+        );
+    }
+
+    #[test]
     fn no_two_rows_share_a_method_and_path() {
         for (i, a) in ROUTES.iter().enumerate() {
             for b in &ROUTES[i + 1..] {
