@@ -33,6 +33,7 @@ use crate::upstream::failover::{
     check_status, failover, record_answered, record_failover, AttemptError, Failover,
 };
 use crate::upstream::head::Request;
+use crate::upstream::wire::BodyError;
 use crate::upstream::{provider, wire, Endpoint, Pool};
 
 /// Largest embeddings reply the gateway buffers: 2,048 inputs of 3,072 floats as JSON text.
@@ -218,19 +219,13 @@ async fn attempt(
                 wire::Failure::Exchange(e) => failover(Failover::Send, e),
             })?;
         check_status(&mut up, timeouts.stream_chunk).await?;
-        let mut buf = BytesMut::new();
-        loop {
-            match up.read_body().await {
-                Ok(Some(b)) => {
-                    buf.extend_from_slice(&b);
-                    if buf.len() > MAX_REPLY {
-                        return Err(failover(Failover::BadReply, "upstream reply too large"));
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => return Err(failover(Failover::Read, e)),
+        let buf = match up.read_to_end(MAX_REPLY).await {
+            Ok(buf) => buf,
+            Err(BodyError::TooLarge) => {
+                return Err(failover(Failover::BadReply, "upstream reply too large"))
             }
-        }
+            Err(BodyError::Read(e)) => return Err(failover(Failover::Read, e)),
+        };
         up.release(&shared.connector, &peer, peer.options.idle_timeout);
         Ok(buf)
     };

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::config::{Billing, EndpointUrl};
 use crate::runtime::Shared;
 use crate::upstream::head::Request;
-use crate::upstream::wire;
+use crate::upstream::wire::{self, BodyError};
 
 /// Stripe's answers are small; a longer one is not Stripe.
 const MAX_REPLY: usize = 1 << 20;
@@ -115,19 +115,10 @@ async fn exchange(
             wire::Failure::Exchange(_) => fail("Stripe dropped the connection"),
         })?;
     let status = up.status();
-    let mut buf = Vec::new();
-    loop {
-        match up.read_body().await {
-            Ok(Some(b)) => {
-                if buf.len() + b.len() > MAX_REPLY {
-                    return Err(fail("Stripe's reply was too long"));
-                }
-                buf.extend_from_slice(&b);
-            }
-            Ok(None) => break,
-            Err(_) => return Err(fail("Stripe dropped the connection mid-reply")),
-        }
-    }
+    let buf = up.read_to_end(MAX_REPLY).await.map_err(|e| match e {
+        BodyError::TooLarge => fail("Stripe's reply was too long"),
+        BodyError::Read(_) => fail("Stripe dropped the connection mid-reply"),
+    })?;
     let json: Option<Value> = serde_json::from_slice(&buf).ok();
     if !(200..300).contains(&status) {
         let why = json

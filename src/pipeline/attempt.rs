@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use pingora::upstreams::peer::HttpPeer;
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::ModelSpec;
@@ -19,7 +19,7 @@ use crate::request::ctx::{Delivery, RequestCtx};
 use crate::runtime::Shared;
 use crate::upstream::failover::{check_status, failover, AttemptError, Failover};
 use crate::upstream::head::Request;
-use crate::upstream::wire::{self, Response};
+use crate::upstream::wire::{self, BodyError, Response};
 use crate::upstream::{provider, Endpoint, Pool};
 
 /// Largest non-streaming reply the gateway will buffer from an upstream.
@@ -128,19 +128,13 @@ impl Attempt<'_> {
         let exchange = async {
             let mut up = self.send(&ctx.request_id).await?;
             check_status(&mut up, self.timeouts.stream_chunk).await?;
-            let mut buf = BytesMut::new();
-            loop {
-                match up.read_body().await {
-                    Ok(Some(b)) => {
-                        buf.extend_from_slice(&b);
-                        if buf.len() > MAX_UPSTREAM_JSON {
-                            return Err(failover(Failover::BadReply, "upstream reply too large"));
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => return Err(failover(Failover::Read, e)),
+            let buf = match up.read_to_end(MAX_UPSTREAM_JSON).await {
+                Ok(buf) => buf,
+                Err(BodyError::TooLarge) => {
+                    return Err(failover(Failover::BadReply, "upstream reply too large"))
                 }
-            }
+                Err(BodyError::Read(e)) => return Err(failover(Failover::Read, e)),
+            };
             Ok((up, buf))
         };
         // On Pingora's timer wheel (10 ms resolution), not tokio's: a tokio timer earlier than

@@ -53,6 +53,15 @@ enum Framing {
     Done,
 }
 
+/// Why [`Response::read_to_end`] read no whole body.
+#[derive(Debug)]
+pub enum BodyError {
+    /// It would pass the limit.
+    TooLarge,
+    /// The upstream failed or closed before the body's end.
+    Read(Box<Error>),
+}
+
 /// A response whose head has been read; its body is read with [`Response::read_body`].
 pub struct Response {
     status: u16,
@@ -294,6 +303,19 @@ impl Response {
             self.read_size = (self.read_size * 2).min(MAX_READ_SIZE);
         }
         Ok(n)
+    }
+
+    /// The whole body, refused once it would pass `limit` bytes (nothing more is read then):
+    /// a JSON reply read to be rewritten, not relayed as it arrives.
+    pub async fn read_to_end(&mut self, limit: usize) -> Result<BytesMut, BodyError> {
+        let mut whole = BytesMut::new();
+        while let Some(piece) = self.read_body().await.map_err(BodyError::Read)? {
+            if whole.len() + piece.len() > limit {
+                return Err(BodyError::TooLarge);
+            }
+            whole.extend_from_slice(&piece);
+        }
+        Ok(whole)
     }
 
     /// The next piece of the body as it arrives, `None` at its end. An upstream that closes

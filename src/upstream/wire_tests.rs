@@ -236,3 +236,24 @@ async fn a_head_without_end_is_refused_at_its_limit() {
     let (c, hp) = (Connections::default(), peer_of(&p));
     assert!(call(&c, &hp).await.is_err());
 }
+
+#[tokio::test]
+async fn a_body_read_to_its_end_is_refused_past_the_limit_and_a_cut_one_is_an_error() {
+    use super::wire::BodyError;
+    let replies: Vec<&'static [u8]> = vec![
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n01234\r\n5\r\n56789\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n01234",
+    ];
+    let p = peer(replies, 3, true).await;
+    let (c, hp) = (Connections::default(), peer_of(&p));
+    let mut r = call(&c, &hp).await.unwrap();
+    assert_eq!(&r.read_to_end(10).await.unwrap()[..], b"0123456789");
+    let mut r = call(&c, &hp).await.unwrap();
+    assert_eq!(&r.read_to_end(10).await.unwrap()[..], b"0123456789");
+    let mut r = call(&c, &hp).await.unwrap();
+    assert!(matches!(r.read_to_end(9).await, Err(BodyError::TooLarge)));
+    let mut r = call(&c, &hp).await.unwrap();
+    assert!(matches!(r.read_to_end(100).await, Err(BodyError::Read(_))));
+}
