@@ -32,7 +32,7 @@ use crate::request::Session;
 /// What a request says of resuming a cut stream (docs/api.md, "Streams that survive a cut"): the
 /// `X-Tollgate-Resume` header, else the body's `tollgate.resume`; and the body without its
 /// `tollgate` extension, when it had one (no provider is sent it).
-pub fn opt_in(
+fn opt_in(
     session: &Session,
     raw: &[u8],
 ) -> Result<(Option<bool>, Option<Vec<u8>>), GatewayError> {

@@ -49,8 +49,7 @@ async fn pipeline(
     let rt = shared.runtime.load_full();
     let raw = body::read_within(session, &rt.config).await?;
     // The body's `tollgate` extension is the gateway's, not a Responses field.
-    let (resume, stripped) = crate::fronts::opt_in(session, &raw)?;
-    let raw = stripped.map_or(raw, |b| bytes::BytesMut::from(bytes::Bytes::from(b)));
+    let (resume, raw) = super::without_extension(session, raw)?;
     let mut req = parse_responses_request(&raw)?;
     ctx.model_requested = Some(req.model.clone());
     let account = caller.account_id();
