@@ -32,10 +32,7 @@ use crate::request::Session;
 /// What a request says of resuming a cut stream (docs/api.md, "Streams that survive a cut"): the
 /// `X-Tollgate-Resume` header, else the body's `tollgate.resume`; and the body without its
 /// `tollgate` extension, when it had one (no provider is sent it).
-fn opt_in(
-    session: &Session,
-    raw: &[u8],
-) -> Result<(Option<bool>, Option<Vec<u8>>), GatewayError> {
+fn opt_in(session: &Session, raw: &[u8]) -> Result<(Option<bool>, Option<Vec<u8>>), GatewayError> {
     let header = match session.req_header().headers.get("x-tollgate-resume") {
         None => None,
         Some(v) => Some(header_value(v.to_str().unwrap_or("?"))?),
