@@ -5,12 +5,19 @@ use tollgate_filters::openai::request::parse_chat_request;
 use tollgate_filters::GatewayError;
 
 use crate::auth::caller::Caller;
-use crate::pipeline::front::{Front, Via};
+use crate::pipeline::front::{Front, FrontDoor};
 use crate::pipeline::{forward, serve, settle_and_answer};
 use crate::request::body;
-use crate::request::ctx::RequestCtx;
+use crate::request::ctx::{Door, RequestCtx, Wire};
 use crate::request::Session;
 use crate::runtime::Shared;
+
+/// OpenAI's chat completions (`/v1/chat/completions`).
+pub const CHAT: Door = Door {
+    name: "chat_completions",
+    wire: Wire::OpenAi,
+    what: "chat completion",
+};
 
 /// Runs a chat completion of `caller` (resolved and admitted by the route table).
 pub async fn handle(
@@ -36,8 +43,14 @@ async fn run(
     // request is done: nothing is copied out of it.
     let req = parse_chat_request(&raw)?;
     let front = Front {
-        door: Via::Chat,
+        door: &ChatCompletions,
         resume,
     };
     serve(shared, session, ctx, caller, &req, front).await
 }
+
+/// Chat completions' door: its body is the internal chat request, and every translation the
+/// pipeline's own ([`FrontDoor`]'s defaults).
+pub struct ChatCompletions;
+
+impl FrontDoor for ChatCompletions {}

@@ -27,7 +27,7 @@ use crate::pipeline::forward::Reply;
 use crate::pipeline::settle_and_answer;
 use crate::pipeline::tokenize::off_thread;
 use crate::request::body;
-use crate::request::ctx::{Delivery, RequestCtx};
+use crate::request::ctx::{Delivery, Door, RequestCtx, Wire};
 use crate::runtime::{Runtime, Shared};
 use crate::upstream::failover::{
     check_status, failover, record_answered, record_failover, AttemptError, Failover,
@@ -35,6 +35,13 @@ use crate::upstream::failover::{
 use crate::upstream::head::Request;
 use crate::upstream::wire::BodyError;
 use crate::upstream::{provider, wire, Endpoint, Pool};
+
+/// OpenAI's embeddings (`/v1/embeddings`).
+pub const EMBEDDINGS: Door = Door {
+    name: "embeddings",
+    wire: Wire::OpenAi,
+    what: "embeddings",
+};
 
 /// Largest embeddings reply the gateway buffers: 2,048 inputs of 3,072 floats as JSON text.
 const MAX_REPLY: usize = 96 * 1024 * 1024;

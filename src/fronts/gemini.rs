@@ -10,19 +10,31 @@
 
 use crate::request::Session;
 use serde_json::{json, Value};
+use tollgate_filters::gemini::reply::completion_to_gemini;
 use tollgate_filters::gemini::request::parse_gemini_request;
+use tollgate_filters::gemini::stream::GeminiStream;
 use tollgate_filters::gemini::{split_method, Method};
 use tollgate_filters::openai::request::parse_chat_request;
 use tollgate_filters::route::{ModelKind, Target};
-use tollgate_filters::{tokens, ErrorKind, GatewayError};
+use tollgate_filters::translator::StreamTranslator;
+use tollgate_filters::{tokens, ErrorKind, GatewayError, Usage};
 
 use crate::auth::caller::Caller;
-use crate::pipeline::front::{Front, GeminiFront, Via};
+use crate::config::Provider;
+use crate::pipeline::front::{Front, FrontDoor};
 use crate::pipeline::tokenize::off_thread;
+use crate::pipeline::translate;
 use crate::pipeline::{serve, settle_and_answer};
-use crate::request::ctx::RequestCtx;
+use crate::request::ctx::{Door, RequestCtx, Wire};
 use crate::request::{body, respond};
 use crate::runtime::Shared;
+
+/// Google's Gemini API (`/v1beta/models/…`, `/v1/models/{model}:…`).
+pub const GEMINI: Door = Door {
+    name: "gemini",
+    wire: Wire::Gemini,
+    what: "chat completion",
+};
 
 fn not_found(what: &str) -> GatewayError {
     GatewayError::new(ErrorKind::NotFound, what.to_owned())
@@ -60,11 +72,14 @@ pub async fn handle(
         Ok(mut chat) => {
             // The relay reads the usage chunk itself: Gemini carries usage in its last chunk.
             chat.client_wants_usage = true;
-            let gemini = GeminiFront {
+            let door = Gemini {
                 id: response_id(),
                 sse,
             };
-            let front = Front::of(Via::Gemini(&gemini));
+            let front = Front {
+                door: &door,
+                resume: None,
+            };
             serve(shared, session, ctx, caller, &chat, front).await
         }
         Err(e) => Err(e),
@@ -162,4 +177,45 @@ fn query_param(session: &Session, name: &str) -> Option<String> {
 fn response_id() -> String {
     let (a, b): (u64, u64) = rand::random();
     format!("{a:016x}{b:016x}")
+}
+
+/// The Gemini door: the chat reply written as a Gemini response, a stream as Gemini chunks
+/// (never resumed: no seam to continue at).
+struct Gemini {
+    /// The `responseId`.
+    id: String,
+    /// Stream as Server-Sent Events (`alt=sse`), else as one JSON array.
+    sse: bool,
+}
+
+impl FrontDoor for Gemini {
+    fn resumes_on(&self, _provider: Option<&Provider>) -> bool {
+        false
+    }
+
+    fn reply(
+        &self,
+        wire: Wire,
+        provider: &Provider,
+        raw: &[u8],
+        model: &str,
+        count: &mut dyn FnMut(&str) -> Usage,
+    ) -> Result<(Vec<u8>, Usage, bool), String> {
+        let kind = provider.kind.wire();
+        let (chat, usage, counted) = translate::chat_reply(wire, kind, raw, model, count)?;
+        let object = completion_to_gemini(&chat, model, &self.id)?;
+        Ok((object.to_string().into_bytes(), usage, counted))
+    }
+
+    fn stream(
+        &self,
+        wire: Wire,
+        provider: &Provider,
+        model: &str,
+        client_wants_usage: bool,
+        _resume: bool,
+    ) -> Box<dyn StreamTranslator> {
+        let chat = translate::leg(wire, provider.kind.wire(), model, client_wants_usage);
+        Box::new(GeminiStream::new(chat, model, &self.id, self.sse))
+    }
 }

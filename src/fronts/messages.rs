@@ -7,18 +7,30 @@
 
 use crate::request::Session;
 use serde_json::json;
-use tollgate_filters::anthropic::request::{count_tokens_messages, parse_messages_request};
-use tollgate_filters::route::Target;
+use tollgate_filters::anthropic::request::{
+    count_tokens_messages, parse_messages_request, MessagesRequest,
+};
+use tollgate_filters::openai::request::ChatRequest;
+use tollgate_filters::route::{ModelSpec, Target};
 use tollgate_filters::{tokens, ErrorKind, GatewayError};
 
 use crate::auth::caller::Caller;
-use crate::pipeline::front::{Front, Via};
+use crate::config::{Provider, ProviderKind};
+use crate::pipeline::front::{Front, FrontDoor};
 use crate::pipeline::tokenize::off_thread;
 use crate::pipeline::{forward, serve, settle_and_answer};
 use crate::request::body;
-use crate::request::ctx::RequestCtx;
+use crate::request::ctx::{Door, RequestCtx, Wire};
 use crate::request::respond;
 use crate::runtime::Shared;
+use crate::upstream::provider;
+
+/// Anthropic's Messages API (`/v1/messages`, its `count_tokens`).
+pub const MESSAGES: Door = Door {
+    name: "messages",
+    wire: Wire::Anthropic,
+    what: "chat completion",
+};
 
 /// Runs a Messages request of `caller` (resolved and admitted by the route table).
 pub async fn handle(
@@ -50,11 +62,72 @@ async fn run(
         .get("anthropic-beta")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let door = Via::Messages {
+    let door = Messages {
         request: &request,
-        beta: beta.as_deref(),
+        beta,
     };
-    serve(shared, session, ctx, caller, &req, Front { door, resume }).await
+    serve(
+        shared,
+        session,
+        ctx,
+        caller,
+        &req,
+        Front {
+            door: &door,
+            resume,
+        },
+    )
+    .await
+}
+
+/// The Messages door: the body as the client sent it and its `anthropic-beta` header, both
+/// forwarded to Anthropic providers (the body may carry fields only a beta accepts:
+/// `context_management`, a `system` turn); an OpenAI provider gets the internal request.
+struct Messages<'a> {
+    request: &'a MessagesRequest<'a>,
+    beta: Option<String>,
+}
+
+impl FrontDoor for Messages<'_> {
+    fn check_first(
+        &self,
+        _req: &ChatRequest<'_>,
+        model: &ModelSpec,
+        provider: &Provider,
+    ) -> Result<(), GatewayError> {
+        // Extended thinking needs output room above its budget, and the model's cap bounds
+        // that room whatever max_tokens asks: named here rather than failing every candidate.
+        if let Some(budget) = self.request.thinking_budget() {
+            if budget >= model.max_output_tokens {
+                return Err(GatewayError::invalid(format!(
+                    "thinking.budget_tokens: {budget} must be below the output cap, max_tokens capped at {} for `{}`",
+                    model.max_output_tokens, model.id
+                )));
+            }
+        }
+        match provider.kind.wire() {
+            ProviderKind::OpenAi => self.request.check_openai_translatable(),
+            _ => Ok(()),
+        }
+    }
+
+    fn upstream_header(&self, provider: &Provider) -> Option<(&'static str, &str)> {
+        match provider.kind.wire() {
+            ProviderKind::Anthropic => self.beta.as_deref().map(|b| ("anthropic-beta", b)),
+            _ => None,
+        }
+    }
+
+    fn chat_body(
+        &self,
+        req: &ChatRequest<'_>,
+        provider: &Provider,
+        upstream_model: &str,
+        max_tokens: u64,
+    ) -> Result<Vec<u8>, GatewayError> {
+        let original = Some(self.request);
+        provider::chat_body(provider, req, original, upstream_model, max_tokens)
+    }
 }
 
 /// `{"input_tokens": n}`: the prompt (system, messages and tools) counted with o200k_base,

@@ -1,6 +1,8 @@
 //! The front doors: one file (or folder) per wire format a client speaks, each reading its
-//! body into the internal chat request, saying what the door adds ([`Via`]), and handing it
-//! to the one pipeline (`crate::pipeline`), whose answer it shapes:
+//! body into the internal chat request, saying what the door adds (its
+//! [`FrontDoor`](crate::pipeline::front::FrontDoor): the checks before the hold, the upstream
+//! path and body per provider kind, the reply and stream translators), and handing it to the
+//! one pipeline (`crate::pipeline`), whose answer it shapes:
 //!
 //! - [`chat_completions`]: OpenAI's chat completions, the internal request itself;
 //! - [`messages`]: Anthropic's Messages API, and its `count_tokens`;
@@ -11,11 +13,10 @@
 //! - [`embeddings`]: OpenAI's embeddings (its own forwarding loop: no stream, no translation).
 //!
 //! The MCP tool call is the metered door of `crate::mcp::endpoint` (its charge is a
-//! `metering::Charge` too). A new door is a file here, its row in `proxy/table.rs` (which
-//! names its [`crate::request::ctx::Door`]: the shape of its errors), a [`Via`] variant where
-//! the pipeline must read what it adds, and its translation in the `filters` crate.
-//!
-//! [`Via`]: crate::pipeline::front::Via
+//! `metering::Charge` too). Each door declares its [`Door`](crate::request::ctx::Door) (the
+//! shape of its errors, its access-log line) beside its handler. A new door is a file here
+//! (its handler, its `Door`, its `FrontDoor`), its row in `proxy/table.rs`, and its
+//! translation in the `filters` crate; the pipeline is not touched.
 
 pub mod chat_completions;
 pub mod completions;

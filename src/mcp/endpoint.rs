@@ -31,12 +31,19 @@ use crate::ledger::KeyAuth;
 use crate::metering::charge::Charge;
 use crate::metering::tool::{self, ToolCall};
 use crate::metering::Hold;
-use crate::request::ctx::{Door, RequestCtx};
+use crate::request::ctx::{Door, RequestCtx, Wire};
 use crate::request::{body, respond};
 use crate::runtime::Shared;
 use crate::tool_servers::client::{Failure, Upstream};
 use crate::tool_servers::live;
 use crate::tool_servers::reply::Reply;
+
+/// The MCP endpoints (`/mcp`, `/mcp/{slug}`): metered per `tools/call`.
+pub const MCP: Door = Door {
+    name: "mcp",
+    wire: Wire::OpenAi,
+    what: "tool call",
+};
 
 /// The member of a listed tool's `_meta` that says what one call costs, in whole credits.
 pub const PRICE_META: &str = "tollgate/price_credits";
@@ -292,7 +299,7 @@ impl Call<'_> {
         own_names: bool,
     ) -> Result<Box<RawValue>, RpcError> {
         // Every tools/call is a metered request, refused or not: one access-log line each.
-        ctx.metered_by = Some(Door::Mcp);
+        ctx.metered_by = Some(MCP);
         let members = self.params.and_then(raw::object).unwrap_or_default();
         let (Some(params), Some(name)) = (
             self.params,

@@ -13,8 +13,7 @@ use tollgate_filters::{tokens, Usage};
 
 use super::front::Front;
 use super::tokenize::off_thread;
-use super::translate::{self, Shape};
-use crate::config::{ProviderKind, Timeouts};
+use crate::config::Timeouts;
 use crate::request::ctx::{Delivery, RequestCtx};
 use crate::runtime::Shared;
 use crate::upstream::failover::{check_status, failover, AttemptError, Failover};
@@ -48,13 +47,10 @@ pub struct Attempt<'a> {
 impl Attempt<'_> {
     fn request(&self, request_id: &str) -> Result<Vec<u8>, AttemptError> {
         let d = &self.dest;
-        let path = match Shape::of(&self.front, &d.pool.provider) {
-            Shape::Legacy => provider::completions_path(&d.endpoint.url),
-            Shape::NativeResponses(_) => provider::responses_path(&d.endpoint.url),
-            Shape::Chat | Shape::Responses(_) | Shape::Gemini(_) => {
-                provider::chat_path(&d.pool.provider, &d.endpoint.url)
-            }
-        };
+        let path = self
+            .front
+            .door
+            .upstream_path(&d.pool.provider, &d.endpoint.url);
         let accept = if self.req.stream {
             "text/event-stream"
         } else {
@@ -74,10 +70,8 @@ impl Attempt<'_> {
             for (name, value) in provider::fixed_headers(&d.pool.provider) {
                 r = r.header(name, value)?;
             }
-            if let (ProviderKind::Anthropic, Some(beta)) =
-                (d.pool.provider.kind.wire(), self.front.anthropic_beta())
-            {
-                r = r.header("anthropic-beta", beta)?;
+            if let Some((name, value)) = self.front.door.upstream_header(&d.pool.provider) {
+                r = r.header(name, value)?;
             }
             Ok(r.body(&self.body))
         };
@@ -153,14 +147,15 @@ impl Attempt<'_> {
         self.release(up);
 
         let model = &self.dest.model.id;
-        let (wire, kind) = (ctx.wire, self.dest.pool.provider.kind.wire());
-        let shape = Shape::of(&self.front, &self.dest.pool.provider);
+        let (door, wire, provider) = (self.front.door, ctx.wire, &self.dest.pool.provider);
         let mut text = None;
-        let (mut out, mut usage, counted) = translate::reply(wire, kind, shape, &buf, model, |t| {
+        let mut keep_text = |t: &str| {
             text = Some(t.to_owned());
             Usage::default()
-        })
-        .map_err(|e| failover(Failover::BadReply, e))?;
+        };
+        let (mut out, mut usage, counted) = door
+            .reply(wire, provider, &buf, model, &mut keep_text)
+            .map_err(|e| failover(Failover::BadReply, e))?;
         if let (true, Some(text)) = (counted, text) {
             // No usage from the upstream: count off the proxy thread (the tokenizer is loaded on
             // first use, and a hostile text is long), then write the counted usage in.
@@ -172,7 +167,8 @@ impl Attempt<'_> {
             })
             .await
             .unwrap_or_default();
-            (out, usage, _) = translate::reply(wire, kind, shape, &buf, model, |_| counted)
+            (out, usage, _) = door
+                .reply(wire, provider, &buf, model, &mut |_| counted)
                 .map_err(|e| failover(Failover::BadReply, e))?;
         }
         self.served(ctx, usage, counted);

@@ -17,13 +17,11 @@ use tollgate_filters::ErrorKind;
 use tollgate_filters::GatewayError;
 
 use super::attempt::{Attempt, Destination};
-use super::front::Via;
 use super::resume;
 pub use super::route::Forward;
 use super::stream::{self, Ran, Streamed};
 use crate::request::ctx::RequestCtx;
 use crate::upstream::failover::{record_answered, record_failover, AttemptError, Failover};
-use crate::upstream::provider;
 
 /// What an attempt served: a JSON reply to send, or a stream whose closing events wait.
 pub enum Reply {
@@ -47,7 +45,11 @@ pub async fn run(
             failures.skip(f, ctx, model, Failover::Unaffordable, None);
             continue;
         };
-        let body = match upstream_body(f, ctx, pool, model, max_tokens) {
+        let body = f
+            .front
+            .door
+            .upstream_body(f.req, &pool.provider, model, max_tokens, ctx);
+        let body = match body {
             Ok(b) => Bytes::from(b),
             Err(e) => {
                 // Only a later candidate gets here: the first one's kind was checked before
@@ -214,32 +216,4 @@ fn model_max(req: &ChatRequest<'_>, model: &ModelSpec) -> u64 {
     req.max_tokens
         .unwrap_or(model.max_output_tokens)
         .min(model.max_output_tokens)
-}
-
-/// The body a candidate gets in its provider's shape: the front door's own for a legacy
-/// completion or a Responses provider, else the internal chat request translated. A
-/// Responses request bridged to a chat provider leaves its hosted tools out and says so in
-/// `X-Tollgate-Warning` (or cannot be bridged when it forces one).
-fn upstream_body(
-    f: &Forward<'_>,
-    ctx: &mut RequestCtx,
-    pool: &crate::upstream::Pool,
-    model: &ModelSpec,
-    max_tokens: u64,
-) -> Result<Vec<u8>, GatewayError> {
-    let up = &model.upstream_model;
-    match f.front.door {
-        Via::Completions(legacy) => Ok(legacy.upstream_body(up, max_tokens)),
-        Via::Responses(r) if pool.provider.responses_api => {
-            Ok(r.request.native_body(r.history, up, max_tokens))
-        }
-        Via::Responses(r) => {
-            r.request.check_bridgeable(&model.id)?;
-            if let Some(w) = r.request.dropped_warning() {
-                ctx.set_header("X-Tollgate-Warning", w);
-            }
-            provider::chat_body(&pool.provider, f.req, None, up, max_tokens)
-        }
-        _ => provider::chat_body(&pool.provider, f.req, f.front.anthropic(), up, max_tokens),
-    }
 }

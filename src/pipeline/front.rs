@@ -1,101 +1,127 @@
-//! What a front door other than chat completions adds to the internal chat request it is
-//! served as: the pipeline ([`super::serve`]) reads it where a format differs.
+//! The front door as a type: what the pipeline ([`super::serve`]) asks of the door a request
+//! came in by, wherever the formats differ. Each door of `crate::fronts` implements
+//! [`FrontDoor`]; chat completions, whose body is the internal chat request, takes every
+//! default. A new door overrides what it changes and leaves the pipeline as it is.
 
-use serde_json::Value;
-use tollgate_filters::anthropic::request::MessagesRequest;
-use tollgate_filters::openai::legacy::LegacyRequest;
-use tollgate_filters::responses::request::ResponsesRequest;
-use tollgate_filters::responses::stream::Opening;
+use tollgate_filters::anthropic::request::check_translatable;
+use tollgate_filters::openai::request::ChatRequest;
+use tollgate_filters::route::ModelSpec;
+use tollgate_filters::translator::StreamTranslator;
+use tollgate_filters::{GatewayError, Usage};
 
-/// The front door a chat request came in by, with what the pipeline reads of it where the
-/// formats differ; one door per request, by its type.
-#[derive(Clone, Copy, Default)]
+use super::translate;
+use crate::config::{EndpointUrl, Provider, ProviderKind};
+use crate::request::ctx::{RequestCtx, Wire};
+use crate::upstream::provider;
+
+/// A request's front door with what the request said of resuming.
+#[derive(Clone, Copy)]
 pub struct Front<'a> {
-    pub door: Via<'a>,
+    pub door: &'a dyn FrontDoor,
     /// What the request said of resuming a cut stream (the `X-Tollgate-Resume` header, the
     /// body's `tollgate.resume`); `None`: the config's default.
     pub resume: Option<bool>,
 }
 
-/// What a front door other than chat completions adds to the internal chat request.
-#[derive(Clone, Copy, Default)]
-pub enum Via<'a> {
-    /// OpenAI's chat completions: the internal request is the client's own.
-    #[default]
-    Chat,
-    /// Anthropic's Messages API (`/v1/messages`): the body as the client sent it, and its
-    /// `anthropic-beta` header, forwarded to Anthropic providers (the body may carry fields
-    /// only a beta accepts: `context_management`, a `system` turn).
-    Messages {
-        request: &'a MessagesRequest<'a>,
-        beta: Option<&'a str>,
-    },
-    /// OpenAI's Responses API (`/v1/responses`): its reply is a response object, its stream
-    /// Responses events.
-    Responses(&'a ResponsesFront<'a>),
-    /// A legacy completion (`/v1/completions`): passed on as the client wrote it, to the
-    /// models that serve it.
-    Completions(&'a LegacyRequest<'a>),
-    /// A Gemini request (`/v1beta/models/…`): its reply and stream in Gemini's shape.
-    Gemini(&'a GeminiFront),
-}
-
-impl<'a> Front<'a> {
-    pub fn of(door: Via<'a>) -> Front<'a> {
-        Front { door, resume: None }
-    }
-
-    /// The Anthropic client's body as sent.
-    pub fn anthropic(&self) -> Option<&'a MessagesRequest<'a>> {
-        match self.door {
-            Via::Messages { request, .. } => Some(request),
-            _ => None,
+/// What a front door adds to the internal chat request it is served as. `Sync`: the
+/// pipeline's future holds it across its awaits.
+pub trait FrontDoor: Sync {
+    /// Refuses, before anything is held, a request the first candidate (`model` of
+    /// `provider`) cannot carry faithfully; a later candidate is skipped instead (its body
+    /// cannot be written: [`FrontDoor::upstream_body`]).
+    fn check_first(
+        &self,
+        req: &ChatRequest<'_>,
+        model: &ModelSpec,
+        provider: &Provider,
+    ) -> Result<(), GatewayError> {
+        let _ = model;
+        match provider.kind.wire() {
+            ProviderKind::Anthropic => check_translatable(req),
+            _ => Ok(()),
         }
     }
 
-    /// The Anthropic client's `anthropic-beta` header.
-    pub fn anthropic_beta(&self) -> Option<&'a str> {
-        match self.door {
-            Via::Messages { beta, .. } => beta,
-            _ => None,
-        }
+    /// Whether `model` serves this door (`None`: a tier, whose pick is the gateway's).
+    fn serves(&self, model: Option<&ModelSpec>) -> bool {
+        let _ = model;
+        true
     }
 
-    pub fn responses(&self) -> Option<&'a ResponsesFront<'a>> {
-        match self.door {
-            Via::Responses(r) => Some(r),
-            _ => None,
-        }
+    /// The refusal of a model (or tier) `asked` that [`FrontDoor::serves`] says does not.
+    fn not_served(&self, asked: &str) -> GatewayError {
+        GatewayError::invalid(format!("model: `{asked}` does not serve this API"))
     }
 
-    pub fn completions(&self) -> Option<&'a LegacyRequest<'a>> {
-        match self.door {
-            Via::Completions(l) => Some(l),
-            _ => None,
-        }
+    /// Whether a cut stream of this door can be continued at all (it has a seam to carry on
+    /// at), and on a candidate of `provider`.
+    fn resumes_on(&self, provider: Option<&Provider>) -> bool {
+        let _ = provider;
+        true
     }
 
-    pub fn gemini(&self) -> Option<&'a GeminiFront> {
-        match self.door {
-            Via::Gemini(g) => Some(g),
-            _ => None,
-        }
+    /// The path of the request on `endpoint` of `provider`.
+    fn upstream_path(&self, provider: &Provider, endpoint: &EndpointUrl) -> String {
+        provider::chat_path(provider, endpoint)
     }
-}
 
-/// What a Gemini reply needs besides the chat reply.
-pub struct GeminiFront {
-    /// The `responseId`.
-    pub id: String,
-    /// Stream as Server-Sent Events (`alt=sse`), else as one JSON array.
-    pub sse: bool,
-}
+    /// A header the request carries besides the provider's own (Anthropic's beta flags).
+    fn upstream_header(&self, provider: &Provider) -> Option<(&'static str, &str)> {
+        let _ = provider;
+        None
+    }
 
-/// A Responses request as the pipeline needs it: what its reply starts from, and, for a
-/// provider that serves the Responses API itself, the request and its chain's conversation.
-pub struct ResponsesFront<'a> {
-    pub opening: &'a Opening,
-    pub request: &'a ResponsesRequest,
-    /// The `previous_response_id` chain's items, oldest first.
-    pub history: &'a [Value],
+    /// The body a candidate gets: `model` of `provider`, sized at `max_tokens`. A door may
+    /// say in `ctx` what its bridging left out (`X-Tollgate-Warning`).
+    fn upstream_body(
+        &self,
+        req: &ChatRequest<'_>,
+        provider: &Provider,
+        model: &ModelSpec,
+        max_tokens: u64,
+        ctx: &mut RequestCtx,
+    ) -> Result<Vec<u8>, GatewayError> {
+        let _ = ctx;
+        self.chat_body(req, provider, &model.upstream_model, max_tokens)
+    }
+
+    /// The internal chat request in `provider`'s shape (also what a stream's continuation
+    /// starts from).
+    fn chat_body(
+        &self,
+        req: &ChatRequest<'_>,
+        provider: &Provider,
+        upstream_model: &str,
+        max_tokens: u64,
+    ) -> Result<Vec<u8>, GatewayError> {
+        provider::chat_body(provider, req, None, upstream_model, max_tokens)
+    }
+
+    /// A non-streaming reply of `provider` for the client: the body, its usage, and whether
+    /// that usage was counted (`count` gets the reply's text when the provider reported none).
+    fn reply(
+        &self,
+        wire: Wire,
+        provider: &Provider,
+        raw: &[u8],
+        model: &str,
+        count: &mut dyn FnMut(&str) -> Usage,
+    ) -> Result<(Vec<u8>, Usage, bool), String> {
+        translate::chat_reply(wire, provider.kind.wire(), raw, model, count)
+    }
+
+    /// The translator of one upstream stream of `provider` into the client's format;
+    /// `resume`: the request opted in to resuming a cut stream (see
+    /// [`translate::chat_stream`]).
+    fn stream(
+        &self,
+        wire: Wire,
+        provider: &Provider,
+        model: &str,
+        client_wants_usage: bool,
+        resume: bool,
+    ) -> Box<dyn StreamTranslator> {
+        let kind = provider.kind.wire();
+        translate::chat_stream(wire, kind, model, client_wants_usage, resume)
+    }
 }

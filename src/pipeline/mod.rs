@@ -1,12 +1,12 @@
 //! The pipeline every metered model request goes through, whichever front door it came in by
-//! (`crate::fronts` parses each door's body into the internal chat request and says what the
-//! door adds: [`front`]).
+//! (`crate::fronts` parses each door's body into the internal chat request; what the door
+//! adds, the pipeline asks of its [`front::FrontDoor`]).
 //!
 //! (the caller authenticated and admitted by the route table; the body read and parsed by its
 //! front door) → resolve the model → route candidates → credit hold (the request's charge) →
 //! forward ([`forward`]: one [`attempt`] per candidate and endpoint, streams in [`stream`], a
-//! cut stream continued in [`resume`], each returning what it served; [`translate`] picks the
-//! reply's translation) → settle, once → answer ([`settle_and_answer`]). A request that fails
+//! cut stream continued in [`resume`], each returning what it served; the door translates the
+//! reply, from the chat translations of [`translate`]) → settle, once → answer ([`settle_and_answer`]). A request that fails
 //! anywhere after the hold is settled too (at zero cost when no output was produced), so every
 //! held request ends with exactly one usage row.
 
@@ -24,7 +24,6 @@ pub mod translate;
 pub use settle::settle_and_answer;
 
 use crate::request::Session;
-use tollgate_filters::anthropic::request::check_translatable;
 use tollgate_filters::credits::format_credits;
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::{ModelKind, ModelSpec, Target};
@@ -34,35 +33,12 @@ use tollgate_filters::{ErrorKind, GatewayError};
 use self::front::Front;
 use crate::auth::allowlist;
 use crate::auth::caller::Caller;
-use crate::config::ProviderKind;
 use crate::ledger::KeyAuth;
 use crate::metering::charge::Charge;
 use crate::metering::holds::HoldRequest;
 use crate::metering::{self, Hold};
 use crate::request::ctx::RequestCtx;
 use crate::runtime::{Runtime, Shared};
-
-/// Refuses, before anything is held, a request the first candidate's wire format cannot carry
-/// faithfully (a later candidate of that kind is skipped instead).
-fn check_first(
-    rt: &Runtime,
-    req: &ChatRequest<'_>,
-    front: &Front<'_>,
-    first: &ModelSpec,
-) -> Result<(), GatewayError> {
-    let Some(provider) = rt.pools.get(&first.provider).map(|p| &p.provider) else {
-        return Ok(());
-    };
-    match (front.anthropic(), provider.kind.wire()) {
-        (None, ProviderKind::Anthropic) => check_translatable(req)?,
-        (Some(original), ProviderKind::OpenAi) => original.check_openai_translatable()?,
-        _ => {}
-    }
-    match front.responses() {
-        Some(r) if !provider.responses_api => r.request.check_bridgeable(&first.id),
-        _ => Ok(()),
-    }
-}
 
 /// Serves an internal chat request `req` (a chat-completions client's own, or what another
 /// front door wrote): resolve the model, route, hold, forward. Returns what was served, for
@@ -84,20 +60,12 @@ pub async fn serve(
         check_model(catalog.model(i), req, caller, &front)?;
     }
     let candidates = candidates(&rt, caller, resolution.target, req, &front, now)?;
-    // A request the first candidate's wire format cannot carry faithfully is refused before
-    // anything is held (a later candidate of that kind is skipped instead).
+    // A request the first candidate cannot carry faithfully is refused before anything is
+    // held (a later candidate it cannot be carried to is skipped instead).
     let first = catalog.model(candidates[0]);
-    // Extended thinking needs output room above its budget, and the model's cap bounds that
-    // room whatever max_tokens asks: named here rather than failing every candidate later.
-    if let Some(budget) = front.anthropic().and_then(|m| m.thinking_budget()) {
-        if budget >= first.max_output_tokens {
-            return Err(GatewayError::invalid(format!(
-                "thinking.budget_tokens: {budget} must be below the output cap, max_tokens capped at {} for `{}`",
-                first.max_output_tokens, first.id
-            )));
-        }
+    if let Some(pool) = rt.pools.get(&first.provider) {
+        front.door.check_first(req, first, &pool.provider)?;
     }
-    check_first(&rt, req, &front, first)?;
     if let Caller::Key(key) = caller {
         hold(shared, ctx, key, first, req).await?;
     }
@@ -140,16 +108,10 @@ fn check_model(
             ),
         ));
     }
-    if front.completions().is_some() && !model.completions {
-        return Err(legacy_refused(&req.model));
+    if !front.door.serves(Some(model)) {
+        return Err(front.door.not_served(&req.model));
     }
     Ok(())
-}
-
-fn legacy_refused(model: &str) -> GatewayError {
-    GatewayError::invalid(format!(
-        "model: `{model}` does not serve legacy completions; send it to POST /v1/chat/completions"
-    ))
 }
 
 /// The models that may serve the request, in failover order: the target's candidates with a
@@ -164,9 +126,8 @@ fn candidates(
     now: i64,
 ) -> Result<Vec<usize>, GatewayError> {
     let catalog = &rt.config.catalog;
-    let legacy = front.completions().is_some();
-    if legacy && matches!(target, Target::Tier(_)) {
-        return Err(legacy_refused(&req.model));
+    if matches!(target, Target::Tier(_)) && !front.door.serves(None) {
+        return Err(front.door.not_served(&req.model));
     }
     let allowed = match caller {
         Caller::Key(k) => k
@@ -182,8 +143,8 @@ fn candidates(
     }
     let guest = matches!(caller, Caller::Guest);
     let mut candidates = catalog.candidates(target, now, guest, |m| {
-        // A legacy completion goes only to the models that serve it.
-        (!legacy || m.completions)
+        // A door's request goes only to the models that serve it.
+        front.door.serves(Some(m))
             && rt
                 .pools
                 .get(&m.provider)
@@ -208,7 +169,7 @@ fn candidates(
 }
 
 /// Whether a stream resumes after a cut: when its request says so, else by its key's plan or
-/// its model. A legacy completion and a Gemini stream have no seam to continue at.
+/// its model. A door whose stream has no seam to continue at never resumes.
 fn resumes(
     rt: &Runtime,
     caller: &Caller,
@@ -216,7 +177,7 @@ fn resumes(
     req: &ChatRequest<'_>,
     front: &Front<'_>,
 ) -> bool {
-    if !req.stream || front.completions().is_some() || front.gemini().is_some() {
+    if !req.stream || !front.door.resumes_on(None) {
         return false;
     }
     let plan = match caller {

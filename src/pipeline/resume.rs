@@ -30,7 +30,7 @@ use crate::request::ctx::RequestCtx;
 use crate::upstream::failover::{
     check_status, failover, record_answered, record_failover, AttemptError, Failover,
 };
-use crate::upstream::{provider, Endpoint};
+use crate::upstream::Endpoint;
 
 /// A continuation that answered: where it went, kept to build its attempt again.
 struct Plan {
@@ -156,8 +156,8 @@ async fn next_leg(
     let metrics = &f.shared.metrics;
     let delivered = legs.usage().completion_tokens;
     for (at, model, pool) in f.candidates_from(after) {
-        // A provider serving the Responses API itself streams another shape.
-        if f.front.responses().is_some() && pool.provider.responses_api {
+        // A candidate whose stream has another shape cannot carry the answer on.
+        if !f.front.door.resumes_on(Some(&pool.provider)) {
             continue;
         }
         // The whole answer stays within the client's max_tokens.
@@ -182,20 +182,17 @@ async fn next_leg(
             }
             (Some(_), Err(_)) => return None,
         };
-        let body = provider::chat_body(
-            &pool.provider,
-            f.req,
-            f.front.anthropic(),
-            &model.upstream_model,
-            max_tokens,
-        )
-        .map_err(|e| e.to_string())
-        .and_then(|b| match pool.provider.kind.wire() {
-            ProviderKind::Anthropic => anthropic_continuation(&b, &legs.partial),
-            ProviderKind::OpenAi | ProviderKind::Demo => {
-                openai_continuation(&b, &legs.partial, pool.provider.continuation)
-            }
-        });
+        let body = f
+            .front
+            .door
+            .chat_body(f.req, &pool.provider, &model.upstream_model, max_tokens)
+            .map_err(|e| e.to_string())
+            .and_then(|b| match pool.provider.kind.wire() {
+                ProviderKind::Anthropic => anthropic_continuation(&b, &legs.partial),
+                ProviderKind::OpenAi | ProviderKind::Demo => {
+                    openai_continuation(&b, &legs.partial, pool.provider.continuation)
+                }
+            });
         let body = match body {
             Ok(b) => Bytes::from(b),
             Err(e) => {

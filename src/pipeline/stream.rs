@@ -28,7 +28,6 @@ use tollgate_filters::{tokens, GatewayError, Usage};
 use super::attempt::Attempt;
 use super::cut::{next_piece, send, Broke};
 use super::tokenize::off_thread;
-use super::translate::{self, Shape};
 use crate::metering::legs::Legs;
 use crate::request::ctx::RequestCtx;
 use crate::request::respond;
@@ -147,12 +146,11 @@ async fn open(
     let mut r = Relay {
         up,
         decoder: SseDecoder::new(MAX_SSE_EVENT),
-        rewriter: translate::stream(
+        rewriter: a.front.door.stream(
             ctx.wire,
-            a.dest.pool.provider.kind.wire(),
+            &a.dest.pool.provider,
             &a.dest.model.id,
             a.req.client_wants_usage,
-            Shape::of(&a.front, &a.dest.pool.provider),
             resume,
         ),
         events: Vec::new(),

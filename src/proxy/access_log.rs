@@ -21,6 +21,7 @@ pub fn record(m: &Metrics, ctx: &RequestCtx) {
     if let Some(door) = ctx.metered_by {
         tracing::info!(
             request_id = %ctx.request_id,
+            door = door.name,
             route = ctx.route,
             status = ctx.status,
             model_requested = ctx.model_requested.as_deref().unwrap_or(""),
@@ -37,7 +38,7 @@ pub fn record(m: &Metrics, ctx: &RequestCtx) {
             error = ctx.error.as_deref().unwrap_or(""),
             elapsed_ms = ctx.start.elapsed().as_millis() as u64,
             "{}",
-            door.what()
+            door.what
         );
     }
 }

@@ -8,7 +8,7 @@ use tollgate_filters::{ErrorKind, GatewayError};
 
 use super::table::{self, Access, Limit, Route, ROUTES};
 use crate::auth::caller::{self, Caller};
-use crate::request::ctx::{Door, RequestCtx, Wire};
+use crate::request::ctx::{Door, RequestCtx, Wire, OWN};
 use crate::runtime::Shared;
 use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Mcp, Open};
 
@@ -88,7 +88,7 @@ fn find<'p>(method: &str, path: &'p str) -> Lookup<'p> {
 /// (an Anthropic or a Google client reads its own error shape even for a path it mistyped).
 fn unrouted_wire(path: &str, miss: &Lookup<'_>) -> Wire {
     if let Lookup::WrongMethod(_, door) = miss {
-        return door.wire();
+        return door.wire;
     }
     if path.starts_with("/v1/messages") {
         Wire::Anthropic
@@ -158,8 +158,8 @@ pub async fn dispatch(
     };
     ctx.route = route.label;
     // A client reads its door's error shape from the first refusal on.
-    ctx.wire = route.door.wire();
-    if route.door != Door::Own && route.limit == Limit::Plan {
+    ctx.wire = route.door.wire;
+    if route.door != OWN && route.limit == Limit::Plan {
         ctx.metered_by = Some(route.door);
     }
     let caller = match route.access {
@@ -230,7 +230,7 @@ mod tests {
         assert_eq!(status("GET", "/v1/models/"), 404);
         assert!(matches!(
             find("PUT", "/api/v1/usage"),
-            Lookup::WrongMethod(Access::KeyOrSession, Door::Own)
+            Lookup::WrongMethod(Access::KeyOrSession, OWN)
         ));
     }
 
@@ -306,10 +306,10 @@ mod tests {
             } else {
                 Wire::OpenAi
             };
-            assert_eq!(r.door.wire(), expected, "{} {}", r.method, r.path);
+            assert_eq!(r.door.wire, expected, "{} {}", r.method, r.path);
             // A row's requests are metered (one access-log line each) by its door and limit.
             if r.limit == Limit::Plan {
-                assert_ne!(r.door, Door::Own, "{} {}", r.method, r.path);
+                assert_ne!(r.door, OWN, "{} {}", r.method, r.path);
             }
         }
         // A path no row serves is answered in its API's shape too.

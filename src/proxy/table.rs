@@ -10,8 +10,15 @@ use tollgate_filters::GatewayError;
 
 use super::probes;
 use crate::auth::caller::Caller;
+use crate::fronts::chat_completions::CHAT;
+use crate::fronts::completions::COMPLETIONS;
+use crate::fronts::embeddings::EMBEDDINGS;
+use crate::fronts::gemini::GEMINI;
+use crate::fronts::messages::MESSAGES;
+use crate::fronts::responses::RESPONSES;
+use crate::mcp::endpoint::MCP;
 use crate::models::Listing;
-use crate::request::ctx::{Door, RequestCtx};
+use crate::request::ctx::{Door, RequestCtx, OWN};
 use crate::runtime::Shared;
 use crate::{accounts, admin, dashboard, demo, fronts, mcp, models, oauth, payments};
 use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Mcp, Open};
@@ -99,7 +106,7 @@ macro_rules! routes {
             path: $path,
             access: $access,
             limit: $limit,
-            door: Door::$door,
+            door: $door,
             handler: Handler::$name,
             label: $label,
         },)*];
@@ -124,148 +131,148 @@ macro_rules! routes {
 // "metrics label" => the handler's call;`
 routes! {
     |shared, session, ctx, caller, id|
-    Chat: "POST" "/v1/chat/completions", (KeyOrGuest, Plan, Chat), "chat"
+    Chat: "POST" "/v1/chat/completions", (KeyOrGuest, Plan, CHAT), "chat"
         => fronts::chat_completions::handle(shared, session, ctx, caller).await;
-    Messages: "POST" "/v1/messages", (KeyOrGuest, Plan, Messages), "messages"
+    Messages: "POST" "/v1/messages", (KeyOrGuest, Plan, MESSAGES), "messages"
         => fronts::messages::handle(shared, session, ctx, caller).await;
-    CountTokens: "POST" "/v1/messages/count_tokens", (KeyOrGuest, Plan, Messages), "messages"
+    CountTokens: "POST" "/v1/messages/count_tokens", (KeyOrGuest, Plan, MESSAGES), "messages"
         => fronts::messages::count_tokens(shared, session, ctx, caller).await;
-    Completions: "POST" "/v1/completions", (KeyOrGuest, Plan, Completions), "completions"
+    Completions: "POST" "/v1/completions", (KeyOrGuest, Plan, COMPLETIONS), "completions"
         => fronts::completions::handle(shared, session, ctx, caller).await;
-    GeminiGenerate: "POST" "/v1beta/models/{id}", (KeyOrGuest, Plan, Gemini), "gemini"
+    GeminiGenerate: "POST" "/v1beta/models/{id}", (KeyOrGuest, Plan, GEMINI), "gemini"
         => fronts::gemini::handle(shared, session, ctx, caller, id).await;
     // Google's SDKs use the stable version's path too when given a base URL.
-    GeminiGenerateV1: "POST" "/v1/models/{id}", (KeyOrGuest, Plan, Gemini), "gemini"
+    GeminiGenerateV1: "POST" "/v1/models/{id}", (KeyOrGuest, Plan, GEMINI), "gemini"
         => fronts::gemini::handle(shared, session, ctx, caller, id).await;
-    GeminiModels: "GET" "/v1beta/models", (Anyone, Guests, Gemini), "models"
+    GeminiModels: "GET" "/v1beta/models", (Anyone, Guests, GEMINI), "models"
         => fronts::gemini::models(shared, session, ctx).await;
-    GeminiModel: "GET" "/v1beta/models/{id}", (Anyone, Guests, Gemini), "models"
+    GeminiModel: "GET" "/v1beta/models/{id}", (Anyone, Guests, GEMINI), "models"
         => fronts::gemini::model(shared, session, ctx, id).await;
-    Embeddings: "POST" "/v1/embeddings", (KeyOrGuest, Plan, Embeddings), "embeddings"
+    Embeddings: "POST" "/v1/embeddings", (KeyOrGuest, Plan, EMBEDDINGS), "embeddings"
         => fronts::embeddings::handle(shared, session, ctx, caller).await;
-    Responses: "POST" "/v1/responses", (KeyOrGuest, Plan, Responses), "responses"
+    Responses: "POST" "/v1/responses", (KeyOrGuest, Plan, RESPONSES), "responses"
         => fronts::responses::handle(shared, session, ctx, caller).await;
-    GetResponse: "GET" "/v1/responses/{id}", (Key, Free, Responses), "responses"
+    GetResponse: "GET" "/v1/responses/{id}", (Key, Free, RESPONSES), "responses"
         => fronts::responses::stored::get(shared, session, ctx, caller, id).await;
-    DeleteResponse: "DELETE" "/v1/responses/{id}", (Key, Free, Responses), "responses"
+    DeleteResponse: "DELETE" "/v1/responses/{id}", (Key, Free, RESPONSES), "responses"
         => fronts::responses::stored::delete(shared, session, ctx, caller, id).await;
-    ResponseInputItems: "GET" "/v1/responses/{id}/input_items", (Key, Free, Responses), "responses"
+    ResponseInputItems: "GET" "/v1/responses/{id}/input_items", (Key, Free, RESPONSES), "responses"
         => fronts::responses::stored::input_items(shared, session, ctx, caller, id).await;
-    Models: "GET" "/v1/models", (Anyone, Guests, Own), "models"
+    Models: "GET" "/v1/models", (Anyone, Guests, OWN), "models"
         => models::models(shared, session, ctx, caller).await;
-    Pricing: "GET" "/v1/models/pricing", (Anyone, Guests, Own), "pricing"
+    Pricing: "GET" "/v1/models/pricing", (Anyone, Guests, OWN), "pricing"
         => models::handle(shared, session, ctx, Listing::Pricing).await;
-    Changelog: "GET" "/v1/models/changelog", (Anyone, Free, Own), "pricing"
+    Changelog: "GET" "/v1/models/changelog", (Anyone, Free, OWN), "pricing"
         => models::handle(shared, session, ctx, Listing::Changelog).await;
     // The built-in demo provider, for the gateway's own `demo` pools (loopback only).
-    Demo: "POST" "/_demo/v1/chat/completions", (Open, Free, Own), "demo"
+    Demo: "POST" "/_demo/v1/chat/completions", (Open, Free, OWN), "demo"
         => demo::chat(shared, session, ctx).await;
-    Healthz: "GET" "/healthz", (Open, Free, Own), "healthz" => probes::healthz(session, ctx).await;
+    Healthz: "GET" "/healthz", (Open, Free, OWN), "healthz" => probes::healthz(session, ctx).await;
     // The pricing page and the dashboard app (one page; the script renders the route).
-    Home: "GET" "/", (Open, Free, Own), "dashboard" => dashboard::page(shared, session, ctx).await;
-    PricingPage: "GET" "/pricing", (Open, Free, Own), "dashboard"
+    Home: "GET" "/", (Open, Free, OWN), "dashboard" => dashboard::page(shared, session, ctx).await;
+    PricingPage: "GET" "/pricing", (Open, Free, OWN), "dashboard"
         => dashboard::page(shared, session, ctx).await;
-    Dashboard: "GET" "/dashboard", (Open, Free, Own), "dashboard"
+    Dashboard: "GET" "/dashboard", (Open, Free, OWN), "dashboard"
         => dashboard::page(shared, session, ctx).await;
-    DashboardPage: "GET" "/dashboard/{id}", (Open, Free, Own), "dashboard"
+    DashboardPage: "GET" "/dashboard/{id}", (Open, Free, OWN), "dashboard"
         => dashboard::page(shared, session, ctx).await;
-    Asset: "GET" "/assets/{id}", (Open, Free, Own), "dashboard"
+    Asset: "GET" "/assets/{id}", (Open, Free, OWN), "dashboard"
         => dashboard::asset(shared, session, ctx, id).await;
-    Readyz: "GET" "/readyz", (Open, Free, Own), "readyz" => probes::readyz(shared, session, ctx).await;
-    Signup: "POST" "/api/v1/auth/signup", (Open, Signups, Own), "api"
+    Readyz: "GET" "/readyz", (Open, Free, OWN), "readyz" => probes::readyz(shared, session, ctx).await;
+    Signup: "POST" "/api/v1/auth/signup", (Open, Signups, OWN), "api"
         => accounts::signup::signup(shared, session, ctx).await;
-    Login: "POST" "/api/v1/auth/login", (Open, Logins, Own), "api"
+    Login: "POST" "/api/v1/auth/login", (Open, Logins, OWN), "api"
         => accounts::login::login(shared, session, ctx).await;
-    Logout: "POST" "/api/v1/auth/logout", (Open, Free, Own), "api"
+    Logout: "POST" "/api/v1/auth/logout", (Open, Free, OWN), "api"
         => accounts::login::logout(shared, session, ctx).await;
-    Me: "GET" "/api/v1/auth/me", (KeyOrSession, Free, Own), "api"
+    Me: "GET" "/api/v1/auth/me", (KeyOrSession, Free, OWN), "api"
         => accounts::me::me(shared, session, ctx, caller).await;
-    ListKeys: "GET" "/api/v1/keys", (KeyOrSession, Free, Own), "api"
+    ListKeys: "GET" "/api/v1/keys", (KeyOrSession, Free, OWN), "api"
         => accounts::keys::list_keys(shared, session, ctx, caller).await;
-    CreateKey: "POST" "/api/v1/keys", (KeyOrSession, Free, Own), "api"
+    CreateKey: "POST" "/api/v1/keys", (KeyOrSession, Free, OWN), "api"
         => accounts::keys::create_key(shared, session, ctx, caller).await;
-    UpdateKey: "PATCH" "/api/v1/keys/{id}", (KeyOrSession, Free, Own), "api"
+    UpdateKey: "PATCH" "/api/v1/keys/{id}", (KeyOrSession, Free, OWN), "api"
         => accounts::keys::update_key(shared, session, ctx, caller, id).await;
-    RotateKey: "POST" "/api/v1/keys/{id}/rotate", (KeyOrSession, Free, Own), "api"
+    RotateKey: "POST" "/api/v1/keys/{id}/rotate", (KeyOrSession, Free, OWN), "api"
         => accounts::keys::rotate_key(shared, session, ctx, caller, id).await;
-    RevokeKey: "DELETE" "/api/v1/keys/{id}", (KeyOrSession, Free, Own), "api"
+    RevokeKey: "DELETE" "/api/v1/keys/{id}", (KeyOrSession, Free, OWN), "api"
         => accounts::keys::revoke_key(shared, session, ctx, caller, id).await;
-    Usage: "GET" "/api/v1/usage", (KeyOrSession, Free, Own), "api"
+    Usage: "GET" "/api/v1/usage", (KeyOrSession, Free, OWN), "api"
         => accounts::usage::usage(shared, session, ctx, caller).await;
-    AdminAccount: "GET" "/api/v1/admin/accounts/{id}", (Admin, Free, Own), "api"
+    AdminAccount: "GET" "/api/v1/admin/accounts/{id}", (Admin, Free, OWN), "api"
         => admin::account(shared, session, ctx, id).await;
-    AdminCredits: "POST" "/api/v1/admin/accounts/{id}/credits", (Admin, Free, Own), "api"
+    AdminCredits: "POST" "/api/v1/admin/accounts/{id}/credits", (Admin, Free, OWN), "api"
         => admin::credits(shared, session, ctx, id).await;
-    AdminPlan: "PUT" "/api/v1/admin/accounts/{id}/plan", (Admin, Free, Own), "api"
+    AdminPlan: "PUT" "/api/v1/admin/accounts/{id}/plan", (Admin, Free, OWN), "api"
         => admin::plan(shared, session, ctx, id).await;
-    McpRegister: "POST" "/api/v1/mcp/services", (KeyOrSession, Free, Own), "api"
+    McpRegister: "POST" "/api/v1/mcp/services", (KeyOrSession, Free, OWN), "api"
         => mcp::developer::register(shared, session, ctx, Some(caller.account()?)).await;
-    McpListOwn: "GET" "/api/v1/mcp/services", (KeyOrSession, Free, Own), "api"
+    McpListOwn: "GET" "/api/v1/mcp/services", (KeyOrSession, Free, OWN), "api"
         => mcp::developer::list_own(shared, session, ctx, caller).await;
-    McpUpdate: "PATCH" "/api/v1/mcp/services/{id}", (KeyOrSession, Free, Own), "api"
+    McpUpdate: "PATCH" "/api/v1/mcp/services/{id}", (KeyOrSession, Free, OWN), "api"
         => mcp::developer::update(shared, session, ctx, caller, id).await;
-    McpEarnings: "GET" "/api/v1/mcp/earnings", (KeyOrSession, Free, Own), "api"
+    McpEarnings: "GET" "/api/v1/mcp/earnings", (KeyOrSession, Free, OWN), "api"
         => mcp::developer::earnings(shared, session, ctx, caller).await;
-    AdminMcpList: "GET" "/api/v1/admin/mcp/services", (Admin, Free, Own), "api"
+    AdminMcpList: "GET" "/api/v1/admin/mcp/services", (Admin, Free, OWN), "api"
         => mcp::operator::admin_list(shared, session, ctx).await;
     // A first-party server: the owner is named in the body, and no price cap binds it.
-    AdminMcpRegister: "POST" "/api/v1/admin/mcp/services", (Admin, Free, Own), "api"
+    AdminMcpRegister: "POST" "/api/v1/admin/mcp/services", (Admin, Free, OWN), "api"
         => mcp::developer::register(shared, session, ctx, None).await;
-    AdminMcpApprove: "POST" "/api/v1/admin/mcp/services/{id}/approve", (Admin, Free, Own), "api"
+    AdminMcpApprove: "POST" "/api/v1/admin/mcp/services/{id}/approve", (Admin, Free, OWN), "api"
         => mcp::operator::admin_move(shared, session, ctx, id, Move::Approve).await;
-    AdminMcpReject: "POST" "/api/v1/admin/mcp/services/{id}/reject", (Admin, Free, Own), "api"
+    AdminMcpReject: "POST" "/api/v1/admin/mcp/services/{id}/reject", (Admin, Free, OWN), "api"
         => mcp::operator::admin_move(shared, session, ctx, id, Move::Reject).await;
-    AdminMcpSuspend: "POST" "/api/v1/admin/mcp/services/{id}/suspend", (Admin, Free, Own), "api"
+    AdminMcpSuspend: "POST" "/api/v1/admin/mcp/services/{id}/suspend", (Admin, Free, OWN), "api"
         => mcp::operator::admin_move(shared, session, ctx, id, Move::Suspend).await;
-    AdminMcpResume: "POST" "/api/v1/admin/mcp/services/{id}/resume", (Admin, Free, Own), "api"
+    AdminMcpResume: "POST" "/api/v1/admin/mcp/services/{id}/resume", (Admin, Free, OWN), "api"
         => mcp::operator::admin_move(shared, session, ctx, id, Move::Resume).await;
-    BillingCheckout: "POST" "/api/v1/billing/checkout", (KeyOrSession, Free, Own), "api"
+    BillingCheckout: "POST" "/api/v1/billing/checkout", (KeyOrSession, Free, OWN), "api"
         => payments::checkout::checkout(shared, session, ctx, caller).await;
-    Plans: "GET" "/api/v1/plans", (Open, Free, Own), "api"
+    Plans: "GET" "/api/v1/plans", (Open, Free, OWN), "api"
         => payments::plans::plans(shared, session, ctx).await;
-    AdminFind: "GET" "/api/v1/admin/accounts", (Admin, Free, Own), "api"
+    AdminFind: "GET" "/api/v1/admin/accounts", (Admin, Free, OWN), "api"
         => admin::find(shared, session, ctx).await;
-    BillingHistory: "GET" "/api/v1/billing", (KeyOrSession, Free, Own), "api"
+    BillingHistory: "GET" "/api/v1/billing", (KeyOrSession, Free, OWN), "api"
         => payments::history(shared, session, ctx, caller).await;
-    BillingPortal: "POST" "/api/v1/billing/portal", (KeyOrSession, Free, Own), "api"
+    BillingPortal: "POST" "/api/v1/billing/portal", (KeyOrSession, Free, OWN), "api"
         => payments::portal(shared, session, ctx, caller).await;
     // Signed by Stripe, checked by the handler over the raw body.
-    BillingWebhook: "POST" "/api/v1/billing/webhook", (Open, Free, Own), "api"
+    BillingWebhook: "POST" "/api/v1/billing/webhook", (Open, Free, OWN), "api"
         => payments::webhook::webhook(shared, session, ctx).await;
-    AdminUnclaimed: "GET" "/api/v1/admin/billing/unclaimed", (Admin, Free, Own), "api"
+    AdminUnclaimed: "GET" "/api/v1/admin/billing/unclaimed", (Admin, Free, OWN), "api"
         => payments::unclaimed::list(shared, session, ctx).await;
-    AdminAssign: "POST" "/api/v1/admin/billing/unclaimed/{id}/assign", (Admin, Free, Own), "api"
+    AdminAssign: "POST" "/api/v1/admin/billing/unclaimed/{id}/assign", (Admin, Free, OWN), "api"
         => payments::unclaimed::assign(shared, session, ctx, id).await;
     // OAuth 2.1 for MCP clients (src/oauth): discovery, registration, authorization, tokens.
     // Registration writes a row per call: counted per address like logins.
-    OAuthResource: "GET" "/.well-known/oauth-protected-resource", (Open, Free, Own), "oauth"
+    OAuthResource: "GET" "/.well-known/oauth-protected-resource", (Open, Free, OWN), "oauth"
         => oauth::metadata::protected_resource(shared, session, ctx, None).await;
-    OAuthResourceAll: "GET" "/.well-known/oauth-protected-resource/mcp", (Open, Free, Own), "oauth"
+    OAuthResourceAll: "GET" "/.well-known/oauth-protected-resource/mcp", (Open, Free, OWN), "oauth"
         => oauth::metadata::protected_resource(shared, session, ctx, None).await;
-    OAuthResourceOne: "GET" "/.well-known/oauth-protected-resource/mcp/{id}", (Open, Free, Own), "oauth"
+    OAuthResourceOne: "GET" "/.well-known/oauth-protected-resource/mcp/{id}", (Open, Free, OWN), "oauth"
         => oauth::metadata::protected_resource(shared, session, ctx, Some(id)).await;
-    OAuthServer: "GET" "/.well-known/oauth-authorization-server", (Open, Free, Own), "oauth"
+    OAuthServer: "GET" "/.well-known/oauth-authorization-server", (Open, Free, OWN), "oauth"
         => oauth::metadata::authorization_server(shared, session, ctx).await;
-    OpenIdConfiguration: "GET" "/.well-known/openid-configuration", (Open, Free, Own), "oauth"
+    OpenIdConfiguration: "GET" "/.well-known/openid-configuration", (Open, Free, OWN), "oauth"
         => oauth::metadata::authorization_server(shared, session, ctx).await;
-    OAuthRegister: "POST" "/oauth/register", (Open, Logins, Own), "oauth"
+    OAuthRegister: "POST" "/oauth/register", (Open, Logins, OWN), "oauth"
         => oauth::register::register(shared, session, ctx).await;
-    OAuthAuthorize: "GET" "/oauth/authorize", (Open, Free, Own), "oauth"
+    OAuthAuthorize: "GET" "/oauth/authorize", (Open, Free, OWN), "oauth"
         => oauth::authorize::start(shared, session, ctx).await;
-    OAuthToken: "POST" "/oauth/token", (Open, Free, Own), "oauth"
+    OAuthToken: "POST" "/oauth/token", (Open, Free, OWN), "oauth"
         => oauth::token::token(shared, session, ctx).await;
-    OAuthRevoke: "POST" "/oauth/revoke", (Open, Free, Own), "oauth"
+    OAuthRevoke: "POST" "/oauth/revoke", (Open, Free, OWN), "oauth"
         => oauth::token::revoke(shared, session, ctx).await;
-    OAuthConsent: "GET" "/api/v1/oauth/authorize", (KeyOrSession, Free, Own), "api"
+    OAuthConsent: "GET" "/api/v1/oauth/authorize", (KeyOrSession, Free, OWN), "api"
         => oauth::authorize::describe(shared, session, ctx, caller).await;
-    OAuthDecide: "POST" "/api/v1/oauth/authorize", (KeyOrSession, Free, Own), "api"
+    OAuthDecide: "POST" "/api/v1/oauth/authorize", (KeyOrSession, Free, OWN), "api"
         => oauth::authorize::decide(shared, session, ctx, caller).await;
-    OAuthGrants: "GET" "/api/v1/oauth/grants", (KeyOrSession, Free, Own), "api"
+    OAuthGrants: "GET" "/api/v1/oauth/grants", (KeyOrSession, Free, OWN), "api"
         => oauth::grants::list(shared, session, ctx, caller).await;
-    OAuthRevokeGrant: "DELETE" "/api/v1/oauth/grants/{id}", (KeyOrSession, Free, Own), "api"
+    OAuthRevokeGrant: "DELETE" "/api/v1/oauth/grants/{id}", (KeyOrSession, Free, OWN), "api"
         => oauth::grants::revoke(shared, session, ctx, caller, id).await;
-    McpAll: "POST" "/mcp", (Mcp, PerToolCall, Mcp), "mcp"
+    McpAll: "POST" "/mcp", (Mcp, PerToolCall, MCP), "mcp"
         => mcp::endpoint::handle(shared, session, ctx, caller, None).await;
-    McpOne: "POST" "/mcp/{id}", (Mcp, PerToolCall, Mcp), "mcp"
+    McpOne: "POST" "/mcp/{id}", (Mcp, PerToolCall, MCP), "mcp"
         => mcp::endpoint::handle(shared, session, ctx, caller, Some(id)).await;
 }

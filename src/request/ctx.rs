@@ -23,46 +23,25 @@ pub enum Wire {
 }
 
 /// The front door a request comes in by, named by its route's row: the wire format of every
-/// answer (errors too) and, for a metered request, what its access-log line says it was.
+/// answer (errors too) and, for a metered request, what its access-log line says it was. Each
+/// door declares its own beside its handler (`crate::fronts`, `crate::mcp::endpoint`); the
+/// gateway's own API is [`OWN`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Door {
-    /// The gateway's own API, pages and probes (errors in OpenAI's shape).
-    Own,
-    /// OpenAI's chat completions (`/v1/chat/completions`).
-    Chat,
-    /// Anthropic's Messages API (`/v1/messages`, its `count_tokens`).
-    Messages,
-    /// OpenAI's Responses API (`/v1/responses`, stored responses).
-    Responses,
-    /// Google's Gemini API (`/v1beta/models/…`, `/v1/models/{model}:…`).
-    Gemini,
-    /// OpenAI's legacy completions (`/v1/completions`).
-    Completions,
-    /// OpenAI's embeddings (`/v1/embeddings`).
-    Embeddings,
-    /// The MCP endpoints (`/mcp`, `/mcp/{slug}`): metered per `tools/call`.
-    Mcp,
-}
-
-impl Door {
-    pub fn wire(self) -> Wire {
-        match self {
-            Door::Messages => Wire::Anthropic,
-            Door::Gemini => Wire::Gemini,
-            _ => Wire::OpenAi,
-        }
-    }
-
+pub struct Door {
+    /// Its name in the access-log line (`door`).
+    pub name: &'static str,
+    /// The wire format of its answers, errors included.
+    pub wire: Wire,
     /// What a metered request of this door is, in its access-log line.
-    pub fn what(self) -> &'static str {
-        match self {
-            Door::Embeddings => "embeddings",
-            Door::Mcp => "tool call",
-            Door::Own => "request",
-            _ => "chat completion",
-        }
-    }
+    pub what: &'static str,
 }
+
+/// The gateway's own API, pages and probes (errors in OpenAI's shape).
+pub const OWN: Door = Door {
+    name: "own",
+    wire: Wire::OpenAi,
+    what: "request",
+};
 
 /// What served a request, and what it used: the usage row's facts.
 #[derive(Debug, Clone)]

@@ -8,6 +8,7 @@
 //!
 //! [`stored`] also serves `GET`/`DELETE /v1/responses/{id}` and `…/input_items`.
 
+mod door;
 pub mod stored;
 
 use std::sync::Arc;
@@ -23,11 +24,19 @@ use tollgate_filters::{ErrorKind, GatewayError};
 use crate::auth::caller::Caller;
 use crate::ledger::responses::NewResponse;
 use crate::pipeline::forward::Reply;
-use crate::pipeline::front::{Front, ResponsesFront, Via};
+use crate::pipeline::front::Front;
 use crate::pipeline::{serve, settle_and_answer};
 use crate::request::body;
-use crate::request::ctx::RequestCtx;
+use crate::request::ctx::{Door, RequestCtx, Wire};
 use crate::runtime::Shared;
+use door::ResponsesDoor;
+
+/// OpenAI's Responses API (`/v1/responses`, stored responses).
+pub const RESPONSES: Door = Door {
+    name: "responses",
+    wire: Wire::OpenAi,
+    what: "chat completion",
+};
 
 /// Runs a Responses request of `caller` (resolved and admitted by the route table).
 pub async fn handle(
@@ -81,24 +90,22 @@ async fn pipeline(
         id: new_response_id(),
         created_at: now as u64,
     };
-    let responses = ResponsesFront {
+    let door = ResponsesDoor {
         opening: &opening,
         request: &req,
         history: &history,
+        kept: Default::default(),
     };
     let front = Front {
-        door: Via::Responses(&responses),
+        door: &door,
         resume,
     };
-    // The attempt wrote the reply as a response object (pipeline/translate.rs), or streamed it.
+    // The attempt wrote the reply as a response object (`door.rs`), or streamed it.
     let reply = serve(shared, session, ctx, caller, &chat, front)
         .await
         .map_err(in_responses_terms)?;
     let (reply, object) = match reply {
-        Reply::Json(bytes) => {
-            let object = serde_json::from_slice(&bytes).ok();
-            (Reply::Json(bytes), object)
-        }
+        Reply::Json(bytes) => (Reply::Json(bytes), door.take_kept()),
         Reply::Stream(mut s) => {
             let object = s.object.take();
             (Reply::Stream(s), object)
