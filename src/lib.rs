@@ -101,6 +101,7 @@ pub mod metering;
 pub mod metrics;
 pub mod models;
 pub mod oauth;
+pub mod orgs;
 pub mod payments;
 pub mod pipeline;
 pub mod proxy;

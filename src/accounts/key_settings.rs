@@ -64,6 +64,7 @@ pub fn show(k: &KeyRow, spent: Option<i64>, now_ms: i64) -> Value {
     let budget = k.limits.budget;
     json!({
         "id": k.id, "name": k.name, "prefix": k.prefix, "created_at": k.created_at / 1000,
+        "organization_id": k.organization_id,
         "last_used_at": k.last_used_at.map(|t| t / 1000), "revoked": k.revoked,
         "expires_at": k.expires_at.map(|t| t / 1000), "allowed_models": k.allowed_models,
         "allowed_tools": k.allowed_tools,

@@ -6,6 +6,7 @@ use tollgate_filters::{keys, ErrorKind, GatewayError};
 
 use super::{key_settings, random_bytes, random_id, MAX_ACCOUNT_BODY};
 use crate::auth::caller::Caller;
+use crate::ledger::orgs::Role;
 use crate::ledger::{KeyRow, Ledger, NewKey};
 use crate::request::body;
 use crate::request::ctx::RequestCtx;
@@ -107,7 +108,20 @@ pub async fn create_key(
 ) -> Result<(), GatewayError> {
     let account_id = caller.account()?.to_owned();
     let ledger = shared.ledger()?;
-    let m = settings_body(shared, session).await?;
+    let mut m = settings_body(shared, session).await?;
+    // An organization key spends from the organization's wallet and is owned by the member
+    // who issues it.
+    let org = match m.remove("organization_id") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(org)) => {
+            if ledger.is_org(&account_id).await? {
+                return Err(crate::orgs::not_found(&org));
+            }
+            crate::orgs::role_at_least(ledger, &org, &account_id, Role::Member).await?;
+            Some(org)
+        }
+        Some(_) => return Err(GatewayError::invalid("organization_id: must be a string")),
+    };
     let name = body::opt_string(&m, "name")?.unwrap_or("unnamed").trim();
     if name.is_empty() || name.len() > 100 {
         return Err(GatewayError::invalid("name: must be 1 to 100 characters"));
@@ -115,8 +129,12 @@ pub async fn create_key(
     let now = crate::clock::now_ms();
     let settings = key_settings::parse(shared, &m, now).await?;
     let (secret, key) = new_key(name)?;
+    let (wallet, owner) = match &org {
+        Some(org) => (org.as_str(), Some(account_id.as_str())),
+        None => (account_id.as_str(), None),
+    };
     ledger
-        .insert_key_with(&account_id, &key, now, &settings)
+        .insert_key_with(wallet, owner, &key, now, &settings)
         .await?;
     let row = own_key(ledger, &account_id, &key.id).await?;
     let mut v = key_settings::show(&row, Some(0), now);

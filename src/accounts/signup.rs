@@ -10,7 +10,7 @@ use crate::request::ctx::RequestCtx;
 use crate::request::respond;
 use crate::runtime::Shared;
 
-fn normalise_email(raw: &str) -> Result<String, GatewayError> {
+pub(crate) fn normalise_email(raw: &str) -> Result<String, GatewayError> {
     let e = raw.trim().to_lowercase();
     let bad = || GatewayError::invalid("email: must be an e-mail address like name@example.com");
     let (local, domain) = e.split_once('@').ok_or_else(bad)?;

@@ -16,6 +16,8 @@ pub struct NewKey {
 #[derive(Debug, Clone)]
 pub struct KeyRow {
     pub id: String,
+    /// The organization whose wallet it spends from; `None`: the person's own account.
+    pub organization_id: Option<String>,
     pub name: String,
     pub prefix: String,
     pub created_at: i64,
@@ -71,6 +73,12 @@ impl KeyChange {
     }
 }
 
+/// The condition that a key is the caller's, whose account is parameter `$n`: a key of its own
+/// account, or an organization key it owns.
+fn own_key(n: u8) -> String {
+    format!("((account_id = ${n} AND owner_id IS NULL) OR owner_id = ${n})")
+}
+
 /// The columns of a key's settings, in the order [`limits_of`] reads them.
 const SETTINGS: &str = "expires_at, allowed_models, allowed_tools, budget_micros, budget_period, requests_per_minute, tokens_per_minute, concurrent_requests";
 
@@ -122,26 +130,28 @@ fn models_of(text: Option<String>) -> Option<Vec<String>> {
 
 impl Ledger {
     pub async fn insert_key(&self, account_id: &str, k: &NewKey, now: i64) -> Result<()> {
-        self.insert_key_with(account_id, k, now, &KeyChange::default())
+        self.insert_key_with(account_id, None, k, now, &KeyChange::default())
             .await
     }
 
-    /// A key with the settings `with` sets (the others none).
+    /// A key of `account_id` with the settings `with` sets (the others none); `owner`: the
+    /// member who owns an organization's key.
     pub async fn insert_key_with(
         &self,
         account_id: &str,
+        owner: Option<&str>,
         k: &NewKey,
         now: i64,
         with: &KeyChange,
     ) -> Result<()> {
         on_pool!(self, p => {
-            sqlx::query(&format!("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"))
+            sqlx::query(&format!("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}, owner_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"))
                 .bind(&k.id).bind(account_id).bind(&k.name).bind(&k.prefix).bind(&k.hash).bind(now)
                 .bind(with.expires_at.flatten()).bind(with.allowed_models.clone().flatten())
                 .bind(with.allowed_tools.clone().flatten())
                 .bind(with.budget_micros.flatten()).bind(with.budget_period.flatten().map(Period::as_str))
                 .bind(with.requests_per_minute.flatten()).bind(with.tokens_per_minute.flatten())
-                .bind(with.concurrent_requests.flatten())
+                .bind(with.concurrent_requests.flatten()).bind(owner)
                 .execute(p).await?;
             Ok(())
         })
@@ -203,7 +213,8 @@ impl Ledger {
             if first {
                 return Ok(None);
             }
-            q.push(" WHERE id = ").push_bind(key_id).push(" AND account_id = ").push_bind(account_id).push(" RETURNING hash");
+            q.push(" WHERE id = ").push_bind(key_id);
+            q.push(" AND ((account_id = ").push_bind(account_id).push(" AND owner_id IS NULL) OR owner_id = ").push_bind(account_id).push(") RETURNING hash");
             let row = q.build().fetch_all(p).await?.into_iter().next();
             match row {
                 Some(r) => Ok(Some(r.try_get("hash")?)),
@@ -212,12 +223,17 @@ impl Ledger {
         })
     }
 
+    /// The keys of a person's account and the organization keys it owns.
     pub async fn list_keys(&self, account_id: &str) -> Result<Vec<KeyRow>> {
         on_pool!(self, p => {
-            let rows = sqlx::query(&format!("SELECT id, name, prefix, created_at, last_used_at, revoked_at, {SETTINGS} FROM api_keys WHERE account_id = $1 ORDER BY created_at, id"))
+            let rows = sqlx::query(&format!("SELECT id, account_id, owner_id, name, prefix, created_at, last_used_at, revoked_at, {SETTINGS} FROM api_keys WHERE (account_id = $1 AND owner_id IS NULL) OR owner_id = $1 ORDER BY created_at, id"))
                 .bind(account_id).fetch_all(p).await?;
             rows.iter().map(|r| Ok(KeyRow {
                 id: r.try_get("id")?,
+                organization_id: match r.try_get::<Option<String>, _>("owner_id")? {
+                    Some(_) => Some(r.try_get("account_id")?),
+                    None => None,
+                },
                 name: r.try_get("name")?,
                 prefix: r.try_get("prefix")?,
                 created_at: r.try_get("created_at")?,
@@ -252,7 +268,7 @@ impl Ledger {
         now: i64,
     ) -> Result<Option<String>> {
         on_pool!(self, p => {
-            let row = sqlx::query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND account_id = $3 RETURNING hash")
+            let row = sqlx::query(&format!("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND {} RETURNING hash", own_key(3)))
                 .bind(now).bind(key_id).bind(account_id).fetch_all(p).await?.into_iter().next();
             match row {
                 Some(r) => Ok(Some(r.try_get("hash")?)),
@@ -306,9 +322,10 @@ impl Ledger {
         on_pool!(self, p => {
             let mut tx = p.begin().await?;
             let copied = sqlx::query(&format!(
-                "INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}) \
-                 SELECT $1, account_id, name, $2, $3, $4, {SETTINGS} FROM api_keys \
-                 WHERE id = $5 AND account_id = $6 AND revoked_at IS NULL",
+                "INSERT INTO api_keys (id, account_id, owner_id, name, prefix, hash, created_at, {SETTINGS}) \
+                 SELECT $1, account_id, owner_id, name, $2, $3, $4, {SETTINGS} FROM api_keys \
+                 WHERE id = $5 AND {} AND revoked_at IS NULL",
+                own_key(6)
             ))
             .bind(&new.id).bind(&new.prefix).bind(&new.hash).bind(now).bind(key_id).bind(account_id)
             .execute(&mut *tx).await?;
@@ -320,12 +337,16 @@ impl Ledger {
                  WHERE id = $2 RETURNING hash, expires_at",
             )
             .bind(until).bind(key_id).fetch_all(&mut *tx).await?;
-            let row = sqlx::query(&format!("SELECT name, {SETTINGS} FROM api_keys WHERE id = $1"))
+            let row = sqlx::query(&format!("SELECT name, account_id, owner_id, {SETTINGS} FROM api_keys WHERE id = $1"))
                 .bind(&new.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
             let Some(old) = old.into_iter().next() else { return Ok(None) };
             let key = KeyRow {
                 id: new.id.clone(),
+                organization_id: match row.try_get::<Option<String>, _>("owner_id")? {
+                    Some(_) => Some(row.try_get("account_id")?),
+                    None => None,
+                },
                 name: row.try_get("name")?,
                 prefix: new.prefix.clone(),
                 created_at: now,

@@ -41,6 +41,7 @@ pub mod keys;
 pub mod leases;
 pub mod legs;
 pub mod mcp;
+pub mod orgs;
 pub mod payment_events;
 pub mod payments;
 pub mod pinned;

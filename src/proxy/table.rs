@@ -20,7 +20,7 @@ use crate::mcp::endpoint::MCP;
 use crate::models::Listing;
 use crate::request::ctx::{Door, RequestCtx, OWN};
 use crate::runtime::Shared;
-use crate::{accounts, admin, dashboard, demo, fronts, mcp, models, oauth, payments};
+use crate::{accounts, admin, dashboard, demo, fronts, mcp, models, oauth, orgs, payments};
 use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Mcp, Open};
 use Limit::{Free, Guests, Logins, PerToolCall, Plan, Signups};
 
@@ -199,6 +199,30 @@ routes! {
         => accounts::keys::revoke_key(shared, session, ctx, caller, id).await;
     Usage: "GET" "/api/v1/usage", (KeyOrSession, Free, OWN), "api"
         => accounts::usage::usage(shared, session, ctx, caller).await;
+    Orgs: "GET" "/api/v1/orgs", (KeyOrSession, Free, OWN), "api"
+        => orgs::list(shared, session, ctx, caller).await;
+    CreateOrg: "POST" "/api/v1/orgs", (KeyOrSession, Free, OWN), "api"
+        => orgs::create(shared, session, ctx, caller).await;
+    Org: "GET" "/api/v1/orgs/{id}", (KeyOrSession, Free, OWN), "api"
+        => orgs::get(shared, session, ctx, caller, id).await;
+    OrgMembers: "GET" "/api/v1/orgs/{id}/members", (KeyOrSession, Free, OWN), "api"
+        => orgs::members(shared, session, ctx, caller, id).await;
+    OrgRole: "PATCH" "/api/v1/orgs/{id}/members", (KeyOrSession, Free, OWN), "api"
+        => orgs::set_role(shared, session, ctx, caller, id).await;
+    OrgRemove: "POST" "/api/v1/orgs/{id}/members/remove", (KeyOrSession, Free, OWN), "api"
+        => orgs::remove(shared, session, ctx, caller, id).await;
+    OrgLeave: "POST" "/api/v1/orgs/{id}/leave", (KeyOrSession, Free, OWN), "api"
+        => orgs::leave(shared, session, ctx, caller, id).await;
+    OrgTransfer: "POST" "/api/v1/orgs/{id}/transfer", (KeyOrSession, Free, OWN), "api"
+        => orgs::transfer(shared, session, ctx, caller, id).await;
+    OrgInvite: "POST" "/api/v1/orgs/{id}/invitations", (KeyOrSession, Free, OWN), "api"
+        => orgs::invitations::invite(shared, session, ctx, caller, id).await;
+    OrgInvitations: "GET" "/api/v1/orgs/{id}/invitations", (KeyOrSession, Free, OWN), "api"
+        => orgs::invitations::list(shared, session, ctx, caller, id).await;
+    OrgWithdraw: "POST" "/api/v1/orgs/{id}/invitations/withdraw", (KeyOrSession, Free, OWN), "api"
+        => orgs::invitations::withdraw(shared, session, ctx, caller, id).await;
+    AcceptInvitation: "POST" "/api/v1/invitations/accept", (KeyOrSession, Free, OWN), "api"
+        => orgs::invitations::accept(shared, session, ctx, caller).await;
     AdminAccount: "GET" "/api/v1/admin/accounts/{id}", (Admin, Free, OWN), "api"
         => admin::account(shared, session, ctx, id).await;
     AdminCredits: "POST" "/api/v1/admin/accounts/{id}/credits", (Admin, Free, OWN), "api"

@@ -1,0 +1,39 @@
+-- Organizations (issue 51): an organization is an account (its wallet, plan and limits are the
+-- account's, so holds, leases, settlement and plan limits apply to it as to a person's) with a
+-- name and members; an organization key is a key of that account owned by a member.
+CREATE TABLE organizations (
+    id         TEXT PRIMARY KEY REFERENCES accounts(user_id),
+    name       TEXT   NOT NULL,
+    created_at BIGINT NOT NULL
+);
+
+CREATE TABLE org_members (
+    org_id     TEXT   NOT NULL REFERENCES organizations(id),
+    account_id TEXT   NOT NULL REFERENCES accounts(user_id),
+    role       TEXT   NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
+    joined_at  BIGINT NOT NULL,
+    PRIMARY KEY (org_id, account_id)
+);
+CREATE INDEX org_members_account ON org_members(account_id);
+-- One owner per organization.
+CREATE UNIQUE INDEX org_members_owner ON org_members(org_id) WHERE role = 'owner';
+
+-- An invitation is a link with a single-use token (only its hash is kept) for one e-mail.
+CREATE TABLE org_invitations (
+    id          TEXT PRIMARY KEY,
+    org_id      TEXT   NOT NULL REFERENCES organizations(id),
+    email       TEXT   NOT NULL,
+    role        TEXT   NOT NULL CHECK (role IN ('admin', 'member')),
+    token_hash  TEXT   NOT NULL UNIQUE,
+    invited_by  TEXT   NOT NULL,
+    created_at  BIGINT NOT NULL,
+    expires_at  BIGINT NOT NULL,
+    accepted_at BIGINT,
+    accepted_by TEXT,
+    revoked_at  BIGINT
+);
+CREATE INDEX org_invitations_org ON org_invitations(org_id, created_at);
+
+-- The member who owns an organization key (NULL: a key of a person's own account).
+ALTER TABLE api_keys ADD COLUMN owner_id TEXT;
+CREATE INDEX api_keys_owner ON api_keys(account_id, owner_id) WHERE owner_id IS NOT NULL;
