@@ -79,7 +79,8 @@
 //! shapes its answer; [`fronts::embeddings`] takes the chat walk's steps with a prompt-only
 //! hold, and failover only across the model's own endpoints), [`models`] (the model lists,
 //! pricing and changelog), [`demo`] (the built-in demo provider), [`accounts`]
-//! (signup, login, sessions, keys, usage), [`admin`] (the admin API), [`dashboard`] (the pricing page and the app, served by the gateway itself). The logic
+//! (signup, login, sessions, keys, usage), [`orgs`] (organizations: a shared wallet that
+//! is an account of its own, members with roles, invitations), [`admin`] (the admin API), [`dashboard`] (the pricing page and the app, served by the gateway itself). The logic
 //! that needs no I/O (validation, translation, SSE, routing, credit arithmetic, the Stripe
 //! signature, errors) lives in [`tollgate_filters`].
 #![forbid(unsafe_code)]

@@ -12,6 +12,9 @@ CREATE TABLE org_members (
     account_id TEXT   NOT NULL REFERENCES accounts(user_id),
     role       TEXT   NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
     joined_at  BIGINT NOT NULL,
+    -- A credit cap per period across the member's organization keys (µcr; NULL: none).
+    cap_micros BIGINT CHECK (cap_micros >= 0),
+    cap_period TEXT,
     PRIMARY KEY (org_id, account_id)
 );
 CREATE INDEX org_members_account ON org_members(account_id);

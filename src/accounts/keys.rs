@@ -8,6 +8,7 @@ use super::{key_settings, random_bytes, random_id, MAX_ACCOUNT_BODY};
 use crate::auth::caller::Caller;
 use crate::ledger::orgs::Role;
 use crate::ledger::{KeyRow, Ledger, NewKey};
+use crate::limits::budgets;
 use crate::request::body;
 use crate::request::ctx::RequestCtx;
 use crate::request::respond;
@@ -65,7 +66,13 @@ async fn spent(shared: &Shared, k: &KeyRow, now: i64) -> Option<i64> {
         Some((_, period)) => shared
             .limiter
             .budgets
-            .spent(&shared.limiter.counters(), ledger, &k.id, period, now)
+            .spent(
+                &shared.limiter.counters(),
+                ledger,
+                budgets::Of::Key(&k.id),
+                period,
+                now,
+            )
             .await
             .map_err(|e| e.0),
         None => ledger.key_spent(&k.id, 0).await.map_err(|e| e.to_string()),

@@ -21,6 +21,7 @@ use tollgate_filters::time::http_date;
 use tollgate_filters::{tokens, ErrorKind, GatewayError, Usage};
 
 use crate::auth::caller::Caller;
+use crate::limits::budgets::Caps;
 use crate::metering::charge::Charge;
 use crate::metering::{prompt_only, Hold};
 use crate::pipeline::forward::Reply;
@@ -111,9 +112,8 @@ async fn pipeline(
     if let Caller::Key(key) = caller {
         let meter = shared.meter()?;
         let who = (ctx.request_id.as_str(), &*key.account_id, &*key.key_id);
-        let budget_cap = key.limits.budget;
         let prompt = (req.estimated_tokens, req.bound_tokens);
-        match prompt_only::hold(&meter, who, prompt, model, budget_cap).await? {
+        match prompt_only::hold(&meter, who, prompt, model, Caps::of(key)).await? {
             Hold::Placed {
                 hold,
                 budget,
@@ -123,8 +123,12 @@ async fn pipeline(
                 ctx.set_header("X-Credits-Remaining", format_credits(balance));
                 ctx.metered = Some(Charge::new(hold, budget).within(reserved));
             }
-            Hold::OverBudget { left } => {
-                return Err(crate::metering::holds::over_budget(key.limits.budget, left))
+            Hold::OverBudget { left, which } => {
+                return Err(crate::metering::holds::over_budget(
+                    Caps::of(key),
+                    which,
+                    left,
+                ))
             }
             Hold::Refused { balance } => {
                 if let Some(b) = balance {

@@ -121,6 +121,19 @@ pub struct KeyAuth {
     /// The tool servers and tools it may use (`slug`, `slug__tool`); `None`: all.
     pub allowed_tools: Option<std::sync::Arc<[String]>>,
     pub limits: KeyLimits,
+    /// On an organization key: its member's cap in the organization, when it has one.
+    pub member_cap: Option<MemberCap>,
+}
+
+/// A member's credit cap per period in an organization (issue 51): across all its
+/// organization keys, held like a key's budget (`limits/budgets.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberCap {
+    pub org: String,
+    pub account: String,
+    /// µcr per `period`.
+    pub cap: i64,
+    pub period: Period,
 }
 
 /// `allowed_models` and `allowed_tools` as stored: a JSON array of strings.
@@ -259,6 +272,17 @@ impl Ledger {
         })
     }
 
+    /// What a member's organization keys were charged since `since_ms` (its cap's spend), from
+    /// the organization's usage rows, through its index (account, time).
+    pub async fn member_spent(&self, org: &str, member: &str, since_ms: i64) -> Result<i64> {
+        on_pool!(self, p => {
+            let row = sqlx::query("SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) AS spent FROM usage \
+                 WHERE account_id = $1 AND created_at >= $3 AND key_id IN (SELECT id FROM api_keys WHERE account_id = $1 AND owner_id = $2)")
+                .bind(org).bind(member).bind(since_ms).fetch_one(p).await?;
+            Ok(row.try_get("spent")?)
+        })
+    }
+
     /// Revokes one of the account's keys; returns its hash (for cache eviction) or `None`
     /// when the account has no such key.
     pub async fn revoke_key(
@@ -283,11 +307,25 @@ impl Ledger {
         on_pool!(self, p => {
             let row = sqlx::query(
                 "SELECT k.id, k.account_id, k.expires_at, k.allowed_models, k.allowed_tools, k.budget_micros, k.budget_period, k.requests_per_minute, k.tokens_per_minute, k.concurrent_requests, \
-                 a.plan, a.requests_per_hour, a.requests_per_day FROM api_keys k JOIN accounts a ON a.user_id = k.account_id WHERE k.hash = $1 AND k.revoked_at IS NULL",
+                 a.plan, a.requests_per_hour, a.requests_per_day, k.owner_id, m.cap_micros, m.cap_period FROM api_keys k JOIN accounts a ON a.user_id = k.account_id \
+                 LEFT JOIN org_members m ON m.org_id = k.account_id AND m.account_id = k.owner_id WHERE k.hash = $1 AND k.revoked_at IS NULL",
             )
             .bind(hash).fetch_optional(p).await?;
             match row {
-                Some(r) => Ok(Some(KeyAuth {
+                Some(r) => {
+                    let owner: Option<String> = r.try_get("owner_id")?;
+                    let cap: Option<i64> = r.try_get("cap_micros")?;
+                    let period: Option<String> = r.try_get("cap_period")?;
+                    let member_cap = match (owner, cap) {
+                        (Some(account), Some(cap)) => Some(MemberCap {
+                            org: r.try_get("account_id")?,
+                            account,
+                            cap,
+                            period: period.as_deref().and_then(Period::parse).unwrap_or(Period::Lifetime),
+                        }),
+                        _ => None,
+                    };
+                    Ok(Some(KeyAuth {
                     key_id: r.try_get("id")?,
                     account_id: r.try_get("account_id")?,
                     plan: r.try_get("plan")?,
@@ -297,7 +335,9 @@ impl Ledger {
                     allowed_models: models_of(r.try_get("allowed_models")?).map(Into::into),
                     allowed_tools: models_of(r.try_get("allowed_tools")?).map(Into::into),
                     limits: limits_of(&r)?,
-                })),
+                    member_cap,
+                }))
+                }
                 None => Ok(None),
             }
         })

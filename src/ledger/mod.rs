@@ -30,7 +30,7 @@
 //! errors), [`pinned`] (Postgres behind a transaction-mode pooler: every statement in a
 //! transaction on one server connection), [`breaker`] (the circuit that fails requests at once while the store is down), [`accounts`], [`keys`], [`sessions`], [`credits`] (holds and settlement, the
 //! reaper), [`leases`] (credit-lease rounds), [`usage`], [`legs`] (a resumed stream's legs), [`mcp`] (tool servers and their
-//! developers' earnings), [`payments`] (checkouts, payment history, anonymous accounts and their
+//! developers' earnings), [`orgs`] (organizations, their members and invitations), [`payments`] (checkouts, payment history, anonymous accounts and their
 //! assignment), [`responses`] (stored Responses API replies) and [`payment_events`] (each Stripe webhook event applied once, in one
 //! transaction with its record).
 
@@ -52,7 +52,7 @@ pub mod usage;
 
 pub use accounts::Account;
 pub use credits::{Settled, Settlement, ToolCharge};
-pub use keys::{KeyAuth, KeyChange, KeyLimits, KeyRow, NewKey};
+pub use keys::{KeyAuth, KeyChange, KeyLimits, KeyRow, MemberCap, NewKey};
 pub use leases::{LeaseRound, LeaseSynced};
 pub use store::{Ledger, StoreError};
 pub use usage::{UsageAgg, UsageRow};

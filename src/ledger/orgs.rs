@@ -2,6 +2,7 @@
 //! with a name, members with a role, invitations, and keys owned by members.
 
 use sqlx::Row;
+use tollgate_filters::budget::Period;
 
 use super::store::{on_pool, Ledger, Result};
 
@@ -52,6 +53,8 @@ pub struct Member {
     pub email: Option<String>,
     pub role: Role,
     pub joined_at: i64,
+    /// Its credit cap (µcr per period), when it has one.
+    pub cap: Option<(i64, Period)>,
 }
 
 #[derive(Debug, Clone)]
@@ -146,13 +149,20 @@ impl Ledger {
 
     pub async fn members(&self, org: &str) -> Result<Vec<Member>> {
         on_pool!(self, p => {
-            let rows = sqlx::query("SELECT m.account_id, a.email, m.role, m.joined_at FROM org_members m JOIN accounts a ON a.user_id = m.account_id WHERE m.org_id = $1 ORDER BY m.joined_at, m.account_id")
+            let rows = sqlx::query("SELECT m.account_id, a.email, m.role, m.joined_at, m.cap_micros, m.cap_period FROM org_members m JOIN accounts a ON a.user_id = m.account_id WHERE m.org_id = $1 ORDER BY m.joined_at, m.account_id")
                 .bind(org).fetch_all(p).await?;
             rows.iter().map(|r| Ok(Member {
                 account_id: r.try_get("account_id")?,
                 email: r.try_get("email")?,
                 role: role_of(&r.try_get::<String, _>("role")?)?,
                 joined_at: r.try_get("joined_at")?,
+                cap: match r.try_get::<Option<i64>, _>("cap_micros")? {
+                    Some(c) => {
+                        let p: Option<String> = r.try_get("cap_period")?;
+                        Some((c, p.as_deref().and_then(Period::parse).unwrap_or(Period::Lifetime)))
+                    }
+                    None => None,
+                },
             })).collect()
         })
     }
@@ -164,6 +174,27 @@ impl Ledger {
             let done = sqlx::query("UPDATE org_members SET role = $1 WHERE org_id = $2 AND account_id = $3 AND role <> 'owner' AND $1 <> 'owner'")
                 .bind(role.as_str()).bind(org).bind(account).execute(p).await?;
             Ok(done.rows_affected() == 1)
+        })
+    }
+
+    /// Sets (or with `None` clears) a member's credit cap; returns the hashes of its live
+    /// organization keys (to evict from the key caches: the cap rides on each key's lookup),
+    /// or `None` when `account` is no such member.
+    pub async fn set_cap(
+        &self,
+        org: &str,
+        account: &str,
+        cap: Option<(i64, Period)>,
+    ) -> Result<Option<Vec<String>>> {
+        on_pool!(self, p => {
+            let done = sqlx::query("UPDATE org_members SET cap_micros = $1, cap_period = $2 WHERE org_id = $3 AND account_id = $4")
+                .bind(cap.map(|c| c.0)).bind(cap.map(|c| c.1.as_str())).bind(org).bind(account).execute(p).await?;
+            if done.rows_affected() == 0 {
+                return Ok(None);
+            }
+            let rows = sqlx::query("SELECT hash FROM api_keys WHERE account_id = $1 AND owner_id = $2 AND revoked_at IS NULL")
+                .bind(org).bind(account).fetch_all(p).await?;
+            rows.iter().map(|r| Ok(r.try_get("hash")?)).collect::<Result<Vec<String>>>().map(Some)
         })
     }
 

@@ -17,7 +17,8 @@ use std::sync::Mutex;
 use tollgate_filters::budget::Period;
 
 use super::store::{Counters, Unavailable};
-use crate::ledger::Ledger;
+use crate::ledger::keys::MemberCap;
+use crate::ledger::{KeyAuth, Ledger};
 
 /// Reserves up to ARGV[2] (at least ARGV[3]) under the cap ARGV[4] for hold ARGV[5], which
 /// expires at ARGV[6]; ARGV[8] seeds `spent` of a new hash (-1: ask the caller for it).
@@ -124,9 +125,72 @@ impl Default for Budgets {
     }
 }
 
-/// The request at hand: its key's cap and period, and the hold it wants.
+/// What a keyed request's money is capped by besides the balance: its key's budget (µcr per
+/// period) and, on an organization key, its member's cap.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Caps<'a> {
+    pub key: Option<(i64, Period)>,
+    pub member: Option<&'a MemberCap>,
+}
+
+/// Which cap refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    Key,
+    Member,
+}
+
+/// Whose spending a budget counts.
+#[derive(Debug, Clone, Copy)]
+pub enum Of<'a> {
+    Key(&'a str),
+    Member(&'a MemberCap),
+}
+
+impl Of<'_> {
+    /// The counters' name for the period starting at `start` (a key's as it always was).
+    fn ident(&self, start: i64) -> String {
+        match self {
+            Of::Key(k) => format!("{k}:{start}"),
+            Of::Member(m) => format!("member:{}:{}:{start}", m.org, m.account),
+        }
+    }
+
+    /// What was spent since `start`, from the ledger's usage rows.
+    async fn spent_since(&self, ledger: &Ledger, start: i64) -> Result<i64, Unavailable> {
+        let spent = match self {
+            Of::Key(k) => ledger.key_spent(k, start).await,
+            Of::Member(m) => ledger.member_spent(&m.org, &m.account, start).await,
+        };
+        spent.map_err(|e| Unavailable(e.to_string()))
+    }
+}
+
+impl<'a> Caps<'a> {
+    /// What a key's requests are capped by besides the balance.
+    pub fn of(key: &'a KeyAuth) -> Caps<'a> {
+        Caps {
+            key: key.limits.budget,
+            member: key.member_cap.as_ref(),
+        }
+    }
+
+    /// The budgets a request of key `key_id` reserves, in order.
+    pub fn asks(&self, key_id: &'a str) -> Vec<(Which, Of<'a>, i64, Period)> {
+        let mut out = Vec::new();
+        if let Some((cap, period)) = self.key {
+            out.push((Which::Key, Of::Key(key_id), cap, period));
+        }
+        if let Some(m) = self.member {
+            out.push((Which::Member, Of::Member(m), m.cap, m.period));
+        }
+        out
+    }
+}
+
+/// The request at hand: whose budget, its cap and period, and the hold it wants.
 pub struct Ask<'a> {
-    pub key_id: &'a str,
+    pub of: Of<'a>,
     pub cap: i64,
     pub period: Period,
     pub request_id: &'a str,
@@ -146,7 +210,7 @@ impl Budgets {
     ) -> Result<Reservation, Unavailable> {
         let now = crate::clock::now_ms();
         let start = ask.period.start(now);
-        let ident = format!("{}:{start}", ask.key_id);
+        let ident = ask.of.ident(start);
         let reserved = |amount: i64, in_redis: bool| {
             Reservation::Granted(Reserved {
                 ident: ident.clone(),
@@ -157,7 +221,7 @@ impl Budgets {
             })
         };
         let Some((conn, prefix)) = c.redis()? else {
-            self.seed_local(ledger, &ident, ask.key_id, start).await?;
+            self.seed_local(ledger, &ident, ask.of, start).await?;
             let Ok(mut map) = self.local.lock() else {
                 return Err(Unavailable("budget counters poisoned".into()));
             };
@@ -194,12 +258,7 @@ impl Budgets {
             match reply.as_slice() {
                 // Not seeded: by whoever seeds first (then asked again), else by this request.
                 [-2, ..] if seeding.is_none() => seeding = Some(self.seeding.lock().await),
-                [-2, ..] => {
-                    seed = ledger
-                        .key_spent(ask.key_id, start)
-                        .await
-                        .map_err(|e| Unavailable(e.to_string()))?;
-                }
+                [-2, ..] => seed = ask.of.spent_since(ledger, start).await?,
                 [1, grant, ..] => return Ok(reserved(*grant, true)),
                 [_, left, ..] => return Ok(Reservation::Refused { left: *left }),
                 _ => return Err(Unavailable("unexpected budget reply".into())),
@@ -214,7 +273,7 @@ impl Budgets {
         &self,
         ledger: &Ledger,
         ident: &str,
-        key_id: &str,
+        of: Of<'_>,
         start: i64,
     ) -> Result<(), Unavailable> {
         let known = || {
@@ -230,10 +289,7 @@ impl Budgets {
         if known() {
             return Ok(());
         }
-        let spent = ledger
-            .key_spent(key_id, start)
-            .await
-            .map_err(|e| Unavailable(e.to_string()))?;
+        let spent = of.spent_since(ledger, start).await?;
         if let Ok(mut map) = self.local.lock() {
             map.entry(ident.to_owned()).or_insert(Local {
                 spent,
@@ -310,18 +366,18 @@ impl Budgets {
         }
     }
 
-    /// What the key spent in the period holding `now`: from the counters when they know the
-    /// period, else from the ledger.
+    /// What a key (or member) spent in the period holding `now`: from the counters when they
+    /// know the period, else from the ledger.
     pub async fn spent(
         &self,
         c: &Counters<'_>,
         ledger: &Ledger,
-        key_id: &str,
+        of: Of<'_>,
         period: Period,
         now: i64,
     ) -> Result<i64, Unavailable> {
         let start = period.start(now);
-        let ident = format!("{key_id}:{start}");
+        let ident = of.ident(start);
         if let Some((mut conn, prefix)) = c.redis()? {
             let (h, _) = keys(&prefix, &ident);
             let got: Option<i64> = c
@@ -343,10 +399,7 @@ impl Budgets {
         {
             return Ok(s);
         }
-        ledger
-            .key_spent(key_id, start)
-            .await
-            .map_err(|e| Unavailable(e.to_string()))
+        of.spent_since(ledger, start).await
     }
 }
 

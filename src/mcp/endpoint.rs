@@ -28,6 +28,7 @@ use super::{asks, inputs, relay};
 use crate::auth::caller::{self, Caller};
 use crate::ledger::mcp::Service;
 use crate::ledger::KeyAuth;
+use crate::limits::budgets::Caps;
 use crate::metering::charge::Charge;
 use crate::metering::tool::{self, ToolCall};
 use crate::metering::Hold;
@@ -163,7 +164,7 @@ impl Request<'_> {
                     account: &key.account_id,
                     key: &key.key_id,
                     allowed,
-                    budget: key.limits.budget,
+                    caps: Caps::of(key),
                     is_2026,
                     opened: false,
                 };
@@ -281,7 +282,8 @@ struct Call<'a> {
     key: &'a str,
     /// The key's tool allowlist (`None`: every tool); a tool outside it is unknown to the call.
     allowed: Option<&'a [String]>,
-    budget: Option<(i64, tollgate_filters::budget::Period)>,
+    /// The key's budget and member's cap.
+    caps: Caps<'a>,
     /// The call is of the 2026-07-28 era.
     is_2026: bool,
     /// The agent's answer became an event stream (the server's notifications relayed).
@@ -331,7 +333,7 @@ impl Call<'_> {
             request_id: &ctx.request_id,
             account_id: self.account,
             key_id: self.key,
-            budget: self.budget,
+            caps: self.caps,
             slug: &service.slug,
             tool,
             developer_id: &service.owner_id,
@@ -405,9 +407,10 @@ impl Call<'_> {
                 reserved,
                 ..
             } => Ok(Charge::new(hold, budget).within(reserved)),
-            Hold::OverBudget { left } => {
+            Hold::OverBudget { left, which } => {
                 self.outcome(facts.slug, "refused");
-                Err(self.err(crate::metering::holds::over_budget(self.budget, left)))
+                let refusal = crate::metering::holds::over_budget(self.caps, which, left);
+                Err(self.err(refusal))
             }
             Hold::Refused { .. } => {
                 self.outcome(facts.slug, "refused");

@@ -17,8 +17,9 @@ use crate::limits::tokens::Counted;
 pub struct Charge {
     hold: PlacedHold,
     budget: Budget,
-    /// What the hold holds against its key's budget (the same amount, or less).
-    reserved: Option<Reserved>,
+    /// What the hold holds against its key's budget and its member's cap (the same amount,
+    /// or less).
+    reserved: Vec<Reserved>,
     /// The tokens counted against tokens-per-minute limits at admission (an estimate).
     tokens: Option<Counted>,
     /// What the hold decided for candidates after the first (topped up, lowered, skipped),
@@ -31,14 +32,14 @@ impl Charge {
         Charge {
             hold,
             budget,
-            reserved: None,
+            reserved: Vec::new(),
             tokens: None,
             note: None,
         }
     }
 
-    /// The charge also holds `reserved` of its key's budget, settled with it.
-    pub fn within(mut self, reserved: Option<Reserved>) -> Charge {
+    /// The charge also holds `reserved` of its key's budget and member's cap, settled with it.
+    pub fn within(mut self, reserved: Vec<Reserved>) -> Charge {
         self.reserved = reserved;
         self
     }
@@ -71,11 +72,12 @@ impl Charge {
             Ok(false) => {}
             Err(e) => tracing::warn!(request_id, "could not top the hold up: {e}"),
         }
-        if let Some(r) = self.reserved.as_mut().filter(|r| r.amount > self.hold.held) {
+        let held = self.hold.held;
+        for r in self.reserved.iter_mut().filter(|r| r.amount > held) {
             meter
                 .limiter
                 .budgets
-                .resize(&meter.limiter.counters(), r, self.hold.held)
+                .resize(&meter.limiter.counters(), r, held)
                 .await;
         }
         false
@@ -168,19 +170,22 @@ impl Charge {
         t
     }
 
-    /// Grows what the charge holds of its key's budget to `to` before the hold grows; false
-    /// when the budget has not that much left (the hold then stays as it is).
+    /// Grows what the charge holds of its key's budget and member's cap to `to` before the
+    /// hold grows; false when one has not that much left (then none grew, and the hold stays
+    /// as it is).
     async fn grow_reserved(&mut self, meter: &Meter<'_>, to: i64) -> bool {
-        match &mut self.reserved {
-            None => true,
-            Some(r) => {
-                meter
-                    .limiter
-                    .budgets
-                    .resize(&meter.limiter.counters(), r, to)
-                    .await
+        let (budgets, counters) = (&meter.limiter.budgets, meter.limiter.counters());
+        for i in 0..self.reserved.len() {
+            let was = self.reserved[i].amount;
+            if budgets.resize(&counters, &mut self.reserved[i], to).await {
+                continue;
             }
+            for r in &mut self.reserved[..i] {
+                budgets.resize(&counters, r, was).await;
+            }
+            return false;
         }
+        true
     }
 
     fn note(&mut self, what: String) {
@@ -207,7 +212,7 @@ impl Charge {
         // A key's budget caps the charge at the hold (it is the key's limit on money); else
         // what the settlement charges when it cannot say: the cost, owed and retried until
         // written.
-        let capped = self.reserved.is_some();
+        let capped = !self.reserved.is_empty();
         let owed = match capped {
             true => served.cost().min(self.hold.held),
             false => served.cost(),
@@ -238,7 +243,7 @@ impl Charge {
         latency_ms: i64,
     ) -> Option<Written> {
         // What the budget is owed while the settlement waits for the ledger: the price held.
-        let owed = match (&self.reserved, succeeded) {
+        let owed = match (self.reserved.first(), succeeded) {
             (Some(r), true) => r.amount,
             _ => 0,
         };
@@ -248,19 +253,19 @@ impl Charge {
     }
 }
 
-/// The one settlement of a charge's limits: what it holds of its key's budget becomes what
-/// was charged (`owed` while the settlement waits for the ledger: it is owed, and counted),
+/// The one settlement of a charge's limits: what it holds of its key's budget and member's
+/// cap becomes what was charged (`owed` while the settlement waits for the ledger: it is owed, and counted),
 /// and its tokens-per-minute estimate becomes the `used` tokens.
 async fn settle_limits(
     meter: &Meter<'_>,
-    reserved: Option<Reserved>,
+    reserved: Vec<Reserved>,
     tokens: Option<Counted>,
     written: Option<Written>,
     owed: i64,
     used: i64,
 ) {
-    if let Some(r) = reserved {
-        let charged = written.map_or(owed, |w| w.charged);
+    let charged = written.map_or(owed, |w| w.charged);
+    for r in reserved {
         meter
             .limiter
             .budgets

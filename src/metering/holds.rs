@@ -12,7 +12,7 @@ use tollgate_filters::route::ModelSpec;
 
 use super::{Hold, Meter};
 use crate::ledger::StoreError;
-use crate::limits::budgets::{self, Reservation};
+use crate::limits::budgets::{self, Caps, Reservation, Reserved, Which};
 
 /// What a request asks of the hold.
 pub struct HoldRequest<'a> {
@@ -26,8 +26,8 @@ pub struct HoldRequest<'a> {
     /// The request and its body's size as received, for the prompt estimate.
     pub body: &'a ChatRequest<'a>,
     pub body_bytes: usize,
-    /// The key's budget (µcr per period), when it has one.
-    pub budget: Option<(i64, Period)>,
+    /// The key's budget and its member's cap, where they have one.
+    pub caps: Caps<'a>,
 }
 
 /// Places the hold for a keyed request, sized for its first candidate at that model's rates.
@@ -49,41 +49,56 @@ pub async fn hold(
         first.output_micros_per_1k,
     );
     let who = (req.request_id, req.account_id, req.key_id);
-    place(meter, who, size, prompt, req.budget).await
+    place(meter, who, size, prompt, req.caps).await
 }
 
-/// [`super::place`] for a key with a budget (µcr per period): the key's budget first, so that the
-/// hold takes no more than is left of it (concurrent requests cannot overrun it), then no
-/// more than the balance has.
+/// [`super::place`] within a keyed request's caps (its key's budget, its member's cap in an
+/// organization): each reserved first, so that the hold takes no more than is left of any
+/// (concurrent requests on any instance cannot overrun them), then no more than the balance
+/// has. A refusal releases what was reserved.
 pub async fn place(
     meter: &Meter<'_>,
     who: (&str, &str, &str),
     mut size: HoldSize,
     prompt: u64,
-    budget: Option<(i64, Period)>,
+    caps: Caps<'_>,
 ) -> Result<Hold, StoreError> {
-    let Some((cap, period)) = budget else {
+    let asks = caps.asks(who.2);
+    if asks.is_empty() {
         return super::place(meter, who, &size, prompt).await;
-    };
-    let ask = budgets::Ask {
-        key_id: who.2,
-        cap,
-        period,
-        request_id: who.0,
-        want: size.wanted,
-        minimum: size.minimum,
-        expires_at: crate::clock::now_ms() + meter.hold_ttl.as_millis() as i64,
-    };
+    }
     let budgets = &meter.limiter.budgets;
-    let mut reserved = match budgets
-        .reserve(&meter.limiter.counters(), meter.ledger, &ask)
-        .await
-    {
-        Ok(Reservation::Granted(r)) => r,
-        Ok(Reservation::Refused { left }) => return Ok(Hold::OverBudget { left }),
-        Err(e) => return Err(StoreError(format!("key budget counters: {}", e.0))),
-    };
-    size.wanted = reserved.amount;
+    let counters = meter.limiter.counters();
+    let expires_at = crate::clock::now_ms() + meter.hold_ttl.as_millis() as i64;
+    let mut reserved: Vec<Reserved> = Vec::with_capacity(asks.len());
+    for (which, of, cap, period) in asks {
+        let ask = budgets::Ask {
+            of,
+            cap,
+            period,
+            request_id: who.0,
+            want: size.wanted,
+            minimum: size.minimum,
+            expires_at,
+        };
+        let refused = match budgets.reserve(&counters, meter.ledger, &ask).await {
+            Ok(Reservation::Granted(r)) => {
+                size.wanted = r.amount;
+                reserved.push(r);
+                continue;
+            }
+            Ok(Reservation::Refused { left }) => Ok(Hold::OverBudget { left, which }),
+            Err(e) => Err(StoreError(format!("budget counters: {}", e.0))),
+        };
+        for r in reserved {
+            budgets.settle(&counters, r, 0).await;
+        }
+        return refused;
+    }
+    // Every reservation holds what the smallest granted.
+    for r in reserved.iter_mut().filter(|r| r.amount > size.wanted) {
+        budgets.resize(&counters, r, size.wanted).await;
+    }
     match super::place(meter, who, &size, prompt).await {
         Ok(Hold::Placed {
             hold,
@@ -91,29 +106,35 @@ pub async fn place(
             balance,
             ..
         }) => {
-            if hold.held < reserved.amount {
-                budgets
-                    .resize(&meter.limiter.counters(), &mut reserved, hold.held)
-                    .await;
+            for r in reserved.iter_mut().filter(|r| r.amount > hold.held) {
+                budgets.resize(&counters, r, hold.held).await;
             }
             Ok(Hold::Placed {
                 hold,
                 budget,
                 balance,
-                reserved: Some(reserved),
+                reserved,
             })
         }
         other => {
-            budgets.settle(&meter.limiter.counters(), reserved, 0).await;
+            for r in reserved {
+                budgets.settle(&counters, r, 0).await;
+            }
             other
         }
     }
 }
 
-/// The 402 of a key whose budget cannot pay a request's prompt and one output token: the
-/// budget, what is left of it and when it starts over.
-pub fn over_budget(budget: Option<(i64, Period)>, left: i64) -> tollgate_filters::GatewayError {
-    let (cap, period) = budget.unwrap_or((0, Period::Lifetime));
+/// The 402 of a request whose key's budget, or its member's cap in the organization, cannot
+/// pay its prompt and one output token: the cap, what is left of it and when it starts over.
+pub fn over_budget(caps: Caps<'_>, which: Which, left: i64) -> tollgate_filters::GatewayError {
+    let (whose, (cap, period)) = match (which, caps.member) {
+        (Which::Member, Some(m)) => ("your member cap in this organization", (m.cap, m.period)),
+        _ => (
+            "this key's budget",
+            caps.key.unwrap_or((0, Period::Lifetime)),
+        ),
+    };
     let resets = match period.next(crate::clock::now_ms()) {
         Some(at) => format!(
             "; it resets at {}",
@@ -128,7 +149,7 @@ pub fn over_budget(budget: Option<(i64, Period)>, left: i64) -> tollgate_filters
     tollgate_filters::GatewayError::new(
         tollgate_filters::ErrorKind::InsufficientCredits,
         format!(
-            "this key's budget of {} credits{per} cannot pay for this request ({} credits left){resets}",
+            "{whose} of {} credits{per} cannot pay for this request ({} credits left){resets}",
             format_credits(cap),
             format_credits(left.max(0)),
         ),

@@ -138,13 +138,17 @@ pub enum Hold {
         budget: Budget,
         /// The balance to show (`X-Credits-Remaining`) after the hold.
         balance: i64,
-        /// What the hold holds against its key's budget too.
-        reserved: Option<Reserved>,
+        /// What the hold holds against its key's budget and its member's cap too.
+        reserved: Vec<Reserved>,
     },
     /// Not even the prompt and one output token are affordable (402); the balance when known.
     Refused { balance: Option<i64> },
-    /// The key's budget cannot pay the prompt and one output token (402): what is left of it.
-    OverBudget { left: i64 },
+    /// The key's budget (or its member's cap) cannot pay the prompt and one output token
+    /// (402): which, and what is left of it.
+    OverBudget {
+        left: i64,
+        which: crate::limits::budgets::Which,
+    },
 }
 
 /// Places a hold of `size` for `(request id, account, key)`: against this instance's lease
@@ -177,7 +181,7 @@ pub(super) async fn place(
                 choices: size.choices,
             },
             balance,
-            reserved: None,
+            reserved: Vec::new(),
         }
     };
     let undo = leases::Undo(meter.unsettled, meter.metrics);

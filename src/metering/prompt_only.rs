@@ -7,22 +7,22 @@
 use tollgate_filters::credits::size_hold;
 use tollgate_filters::route::ModelSpec;
 
-use tollgate_filters::budget::Period;
+use crate::limits::budgets::Caps;
 
 use super::{holds, Hold, Meter};
 use crate::ledger::StoreError;
 
 /// Places the hold for a prompt of `(estimated, bound)` tokens of `model` for `(request id,
-/// account, key)`, within the key's `budget` when it has one.
+/// account, key)`, within the key's budget and member's cap where it has them.
 pub async fn hold(
     meter: &Meter<'_>,
     who: (&str, &str, &str),
     (estimated, bound): (u64, u64),
     model: &ModelSpec,
-    budget: Option<(i64, Period)>,
+    caps: Caps<'_>,
 ) -> Result<Hold, StoreError> {
     let rate = model.input_micros_per_1k;
     let mut size = size_hold(bound.max(estimated), 0, 1, rate, 0);
     size.minimum = size_hold(estimated, 0, 1, rate, 0).minimum;
-    holds::place(meter, who, size, estimated, budget).await
+    holds::place(meter, who, size, estimated, caps).await
 }

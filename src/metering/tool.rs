@@ -21,8 +21,9 @@ pub struct ToolCall<'a> {
     pub price: u64,
     /// `[mcp] developer_share_percent`.
     pub share_percent: u64,
-    /// The key's budget (µcr per period), when it has one: the price is held against it too.
-    pub budget: Option<(i64, tollgate_filters::budget::Period)>,
+    /// The key's budget and member's cap, where it has them: the price is held against them
+    /// too.
+    pub caps: crate::limits::budgets::Caps<'a>,
 }
 
 impl ToolCall<'_> {
@@ -44,7 +45,7 @@ pub async fn hold(meter: &Meter<'_>, call: &ToolCall<'_>) -> Result<Hold, StoreE
         choices: 1,
     };
     let who = (call.request_id, call.account_id, call.key_id);
-    super::holds::place(meter, who, size, 0, call.budget).await
+    super::holds::place(meter, who, size, 0, call.caps).await
 }
 
 /// Settles the call: the price and the developer's share when it `succeeded`, else nothing.

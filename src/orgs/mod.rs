@@ -76,9 +76,11 @@ fn org_json(o: &Org, role: Role) -> Value {
            "credits": to_credits(o.balance), "role": role.as_str(), "created_at": o.created_at / 1000})
 }
 
-fn member_json(m: &Member) -> Value {
+fn member_json(m: &Member, now_ms: i64) -> Value {
     json!({"object": "organization.member", "account_id": m.account_id, "email": m.email,
-           "role": m.role.as_str(), "joined_at": m.joined_at / 1000})
+           "role": m.role.as_str(), "joined_at": m.joined_at / 1000,
+           "cap_credits": m.cap.map(|c| to_credits(c.0)), "cap_period": m.cap.map(|c| c.1.as_str()),
+           "cap_resets_at": m.cap.and_then(|c| c.1.next(now_ms)).map(|t| t / 1000)})
 }
 
 #[derive(Deserialize)]
@@ -165,7 +167,13 @@ pub async fn members(
     let ledger = shared.ledger()?;
     let account = person(ledger, caller).await?;
     role_at_least(ledger, org, account, Role::Member).await?;
-    let data: Vec<Value> = ledger.members(org).await?.iter().map(member_json).collect();
+    let now = crate::clock::now_ms();
+    let data: Vec<Value> = ledger
+        .members(org)
+        .await?
+        .iter()
+        .map(|m| member_json(m, now))
+        .collect();
     respond::json(
         session,
         ctx,
@@ -325,6 +333,64 @@ pub async fn transfer(
     }
     if !ledger.transfer_org(org, &account, &b.account_id).await? {
         return Err(no_member(&b.account_id));
+    }
+    members(shared, session, ctx, caller, org).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CapChange {
+    account_id: String,
+    /// Credits per period; `null` removes the cap.
+    cap_credits: Option<f64>,
+    #[serde(default)]
+    period: Option<String>,
+}
+
+/// The largest cap, in credits: far above any real one, below what the counters overflow at.
+const MAX_CAP_CREDITS: f64 = 1e9;
+
+/// `PUT /api/v1/orgs/{id}/caps {account_id, cap_credits, period}`: an owner or admin caps
+/// what a member's organization keys spend per day, week or month (`cap_credits: null`
+/// removes it); held like the wallet, exact across instances. The change reaches every
+/// instance within the key cache's bound.
+pub async fn set_cap(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    caller: &Caller,
+    org: &str,
+) -> Result<(), GatewayError> {
+    use tollgate_filters::budget::Period;
+    use tollgate_filters::credits::from_credits;
+    let ledger = shared.ledger()?;
+    let account = person(ledger, caller).await?;
+    role_at_least(ledger, org, account, Role::Admin).await?;
+    let b: CapChange = read(shared, session).await?;
+    let cap = match b.cap_credits {
+        None => None,
+        Some(c) if (0.0..=MAX_CAP_CREDITS).contains(&c) => {
+            let period = match b.period.as_deref().map(Period::parse) {
+                Some(Some(p @ (Period::Day | Period::Week | Period::Month))) => p,
+                _ => {
+                    return Err(GatewayError::invalid(
+                        "period: must be `day`, `week` or `month`",
+                    ))
+                }
+            };
+            from_credits(c).map(|m| (m, period))
+        }
+        Some(_) => {
+            return Err(GatewayError::invalid(
+                "cap_credits: must be a number of credits from 0 to 1000000000, or null",
+            ))
+        }
+    };
+    let Some(hashes) = ledger.set_cap(org, &b.account_id, cap).await? else {
+        return Err(no_member(&b.account_id));
+    };
+    for h in &hashes {
+        shared.keys.evict(h);
     }
     members(shared, session, ctx, caller, org).await
 }

@@ -34,6 +34,7 @@ use self::front::Front;
 use crate::auth::allowlist;
 use crate::auth::caller::Caller;
 use crate::ledger::KeyAuth;
+use crate::limits::budgets::Caps;
 use crate::metering::charge::Charge;
 use crate::metering::holds::HoldRequest;
 use crate::metering::{self, Hold};
@@ -233,7 +234,7 @@ async fn hold(
         choices: req.n,
         body: req,
         body_bytes: req.raw_len,
-        budget: key.limits.budget,
+        caps: Caps::of(key),
     };
     let tokens = admit_tokens(shared, key, first, req).await?;
     match metering::holds::hold(&meter, &ask, first).await? {
@@ -248,7 +249,9 @@ async fn hold(
             ctx.metered = Some(charge);
             Ok(())
         }
-        Hold::OverBudget { left } => Err(metering::holds::over_budget(key.limits.budget, left)),
+        Hold::OverBudget { left, which } => {
+            Err(metering::holds::over_budget(Caps::of(key), which, left))
+        }
         Hold::Refused { balance } => {
             if let Some(b) = balance {
                 ctx.set_header("X-Credits-Remaining", format_credits(b));

@@ -10,7 +10,7 @@ use tollgate_testkit::*;
 use super::members::{join, new_org};
 
 /// An organization key of `key`'s account in `org`; returns the secret.
-async fn org_key(gw: &Gateway, key: &str, org: &str) -> String {
+pub async fn org_key(gw: &Gateway, key: &str, org: &str) -> String {
     let r = gw
         .api_as(
             key,
@@ -25,7 +25,7 @@ async fn org_key(gw: &Gateway, key: &str, org: &str) -> String {
 }
 
 /// A chat request with `key` on `addr`: (status, request id).
-async fn ask(addr: std::net::SocketAddr, key: &str, stream: bool) -> (u16, String) {
+pub async fn ask(addr: std::net::SocketAddr, key: &str, stream: bool) -> (u16, String) {
     let body = json!({"model": "m", "messages": user("hi"), "max_tokens": 100, "stream": stream});
     let auth = format!("Bearer {key}");
     let r = request(
