@@ -122,7 +122,7 @@ pub struct KeyAuth {
     pub allowed_tools: Option<std::sync::Arc<[String]>>,
     pub limits: KeyLimits,
     /// On an organization key: its member's cap in the organization, when it has one.
-    pub member_cap: Option<MemberCap>,
+    pub member_cap: Option<Box<MemberCap>>,
 }
 
 /// A member's credit cap per period in an organization (issue 51): across all its
@@ -317,12 +317,12 @@ impl Ledger {
                     let cap: Option<i64> = r.try_get("cap_micros")?;
                     let period: Option<String> = r.try_get("cap_period")?;
                     let member_cap = match (owner, cap) {
-                        (Some(account), Some(cap)) => Some(MemberCap {
+                        (Some(account), Some(cap)) => Some(Box::new(MemberCap {
                             org: r.try_get("account_id")?,
                             account,
                             cap,
                             period: period.as_deref().and_then(Period::parse).unwrap_or(Period::Lifetime),
-                        }),
+                        })),
                         _ => None,
                     };
                     Ok(Some(KeyAuth {

@@ -171,7 +171,7 @@ impl<'a> Caps<'a> {
     pub fn of(key: &'a KeyAuth) -> Caps<'a> {
         Caps {
             key: key.limits.budget,
-            member: key.member_cap.as_ref(),
+            member: key.member_cap.as_deref(),
         }
     }
 
