@@ -115,15 +115,18 @@ pub async fn create_key(
 ) -> Result<(), GatewayError> {
     let account_id = caller.account()?.to_owned();
     let ledger = shared.ledger()?;
+    if ledger.is_org(&account_id).await? {
+        return Err(GatewayError::new(
+            ErrorKind::Forbidden,
+            "an organization key cannot issue keys: use a personal key or the dashboard",
+        ));
+    }
     let mut m = settings_body(shared, session).await?;
     // An organization key spends from the organization's wallet and is owned by the member
     // who issues it.
     let org = match m.remove("organization_id") {
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::String(org)) => {
-            if ledger.is_org(&account_id).await? {
-                return Err(crate::orgs::not_found(&org));
-            }
             crate::orgs::role_at_least(ledger, &org, &account_id, Role::Member).await?;
             Some(org)
         }

@@ -50,7 +50,7 @@ pub async fn me(
     };
     let month = month_start_ms(crate::clock::now_ms());
     let spent: i64 = ledger
-        .usage_by(account_id, month, true)
+        .usage_by(account_id, None, month, true)
         .await?
         .iter()
         .map(|r| r.credits)

@@ -19,6 +19,11 @@ pub async fn usage(
     caller: &Caller,
 ) -> Result<(), GatewayError> {
     let account_id = caller.account()?;
+    // An organization key sees its member's usage of the organization, not the others'.
+    let member = match caller {
+        Caller::Key(k) => k.org_member.as_ref().map(|m| m.account.as_str()),
+        _ => None,
+    };
     let ledger = shared.ledger()?;
     drop(shared.leases.flush(ledger, account_id).await?);
     let since = crate::clock::now_ms() - 30 * 86_400_000;
@@ -36,14 +41,18 @@ pub async fn usage(
             })
             .collect()
     };
-    let by_day = agg(ledger.usage_by(account_id, since, true).await?, "day", true);
+    let by_day = agg(
+        ledger.usage_by(account_id, member, since, true).await?,
+        "day",
+        true,
+    );
     let by_model = agg(
-        ledger.usage_by(account_id, since, false).await?,
+        ledger.usage_by(account_id, member, since, false).await?,
         "model",
         false,
     );
     let recent: Vec<_> = ledger
-        .recent_usage(account_id, 50)
+        .recent_usage(account_id, member, 50)
         .await?
         .into_iter()
         .map(|u| {

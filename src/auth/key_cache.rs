@@ -299,7 +299,7 @@ mod tests {
             allowed_models: None,
             allowed_tools: None,
             limits: Default::default(),
-            member_cap: None,
+            org_member: None,
         }
     }
 

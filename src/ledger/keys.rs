@@ -121,19 +121,20 @@ pub struct KeyAuth {
     /// The tool servers and tools it may use (`slug`, `slug__tool`); `None`: all.
     pub allowed_tools: Option<std::sync::Arc<[String]>>,
     pub limits: KeyLimits,
-    /// On an organization key: its member's cap in the organization, when it has one.
-    pub member_cap: Option<Box<MemberCap>>,
+    /// On an organization key: the member who owns it, and its cap (boxed: most keys are
+    /// personal, and the caller stays small).
+    pub org_member: Option<Box<OrgMember>>,
 }
 
-/// A member's credit cap per period in an organization (issue 51): across all its
-/// organization keys, held like a key's budget (`limits/budgets.rs`).
+/// The member who owns an organization key, and its credit cap per period in the
+/// organization (issue 51): across all its organization keys, held like a key's budget
+/// (`limits/budgets.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberCap {
+pub struct OrgMember {
     pub org: String,
     pub account: String,
-    /// µcr per `period`.
-    pub cap: i64,
-    pub period: Period,
+    /// µcr per period, when it has a cap.
+    pub cap: Option<(i64, Period)>,
 }
 
 /// `allowed_models` and `allowed_tools` as stored: a JSON array of strings.
@@ -316,14 +317,13 @@ impl Ledger {
                     let owner: Option<String> = r.try_get("owner_id")?;
                     let cap: Option<i64> = r.try_get("cap_micros")?;
                     let period: Option<String> = r.try_get("cap_period")?;
-                    let member_cap = match (owner, cap) {
-                        (Some(account), Some(cap)) => Some(Box::new(MemberCap {
+                    let org_member = match owner {
+                        Some(account) => Some(Box::new(OrgMember {
                             org: r.try_get("account_id")?,
                             account,
-                            cap,
-                            period: period.as_deref().and_then(Period::parse).unwrap_or(Period::Lifetime),
+                            cap: cap.map(|c| (c, period.as_deref().and_then(Period::parse).unwrap_or(Period::Lifetime))),
                         })),
-                        _ => None,
+                        None => None,
                     };
                     Ok(Some(KeyAuth {
                     key_id: r.try_get("id")?,
@@ -335,7 +335,7 @@ impl Ledger {
                     allowed_models: models_of(r.try_get("allowed_models")?).map(Into::into),
                     allowed_tools: models_of(r.try_get("allowed_tools")?).map(Into::into),
                     limits: limits_of(&r)?,
-                    member_cap,
+                    org_member,
                 }))
                 }
                 None => Ok(None),

@@ -52,7 +52,7 @@ pub mod usage;
 
 pub use accounts::Account;
 pub use credits::{Settled, Settlement, ToolCharge};
-pub use keys::{KeyAuth, KeyChange, KeyLimits, KeyRow, MemberCap, NewKey};
+pub use keys::{KeyAuth, KeyChange, KeyLimits, KeyRow, NewKey, OrgMember};
 pub use leases::{LeaseRound, LeaseSynced};
 pub use store::{Ledger, StoreError};
-pub use usage::{UsageAgg, UsageRow};
+pub use usage::{KeyUsage, UsageAgg, UsageRow};

@@ -29,11 +29,33 @@ pub struct UsageAgg {
     pub credits: i64,
 }
 
+/// One key's usage in an organization.
+#[derive(Debug, Clone)]
+pub struct KeyUsage {
+    pub name: String,
+    /// The member who owns it.
+    pub owner: Option<String>,
+    /// Keyed by the key's id.
+    pub usage: UsageAgg,
+}
+
+/// The condition that a usage row is of a key member `$n` owns, when a member is named.
+fn of_member(member: Option<&str>, n: u8) -> String {
+    match member {
+        Some(_) => format!(
+            " AND key_id IN (SELECT id FROM api_keys WHERE account_id = $1 AND owner_id = ${n})"
+        ),
+        None => String::new(),
+    }
+}
+
 impl Ledger {
-    /// Usage grouped by day (Unix day number) or by model since `since_ms`.
+    /// Usage grouped by day (Unix day number) or by model since `since_ms`; of one member's
+    /// keys only when `member` names one (an organization's usage as its member sees it).
     pub async fn usage_by(
         &self,
         account_id: &str,
+        member: Option<&str>,
         since_ms: i64,
         by_day: bool,
     ) -> Result<Vec<UsageAgg>> {
@@ -43,10 +65,15 @@ impl Ledger {
             "COALESCE(model_used, model_requested)"
         };
         let sql = format!(
-            "SELECT {key} AS k, COUNT(*) AS n, CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT) AS pt, CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT) AS ct, CAST(COALESCE(SUM(credits), 0) AS BIGINT) AS cr FROM usage WHERE account_id = $1 AND created_at >= $2 GROUP BY k ORDER BY k"
+            "SELECT {key} AS k, COUNT(*) AS n, CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT) AS pt, CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT) AS ct, CAST(COALESCE(SUM(credits), 0) AS BIGINT) AS cr FROM usage WHERE account_id = $1 AND created_at >= $2{} GROUP BY k ORDER BY k",
+            of_member(member, 3)
         );
         on_pool!(self, p => {
-            let rows = sqlx::query(&sql).bind(account_id).bind(since_ms).fetch_all(p).await?;
+            let mut q = sqlx::query(&sql).bind(account_id).bind(since_ms);
+            if let Some(m) = member {
+                q = q.bind(m);
+            }
+            let rows = q.fetch_all(p).await?;
             rows.iter().map(|r| Ok(UsageAgg {
                 key: r.try_get("k")?,
                 requests: r.try_get("n")?,
@@ -57,10 +84,20 @@ impl Ledger {
         })
     }
 
-    pub async fn recent_usage(&self, account_id: &str, limit: i64) -> Result<Vec<UsageRow>> {
+    /// The account's most recent usage rows (of one member's keys only when `member` names one).
+    pub async fn recent_usage(
+        &self,
+        account_id: &str,
+        member: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<UsageRow>> {
+        let sql = format!("SELECT request_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, hold_note FROM usage WHERE account_id = $1{} ORDER BY created_at DESC, request_id DESC LIMIT $2", of_member(member, 3));
         on_pool!(self, p => {
-            let rows = sqlx::query("SELECT request_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, hold_note FROM usage WHERE account_id = $1 ORDER BY created_at DESC, request_id DESC LIMIT $2")
-                .bind(account_id).bind(limit).fetch_all(p).await?;
+            let mut q = sqlx::query(&sql).bind(account_id).bind(limit);
+            if let Some(m) = member {
+                q = q.bind(m);
+            }
+            let rows = q.fetch_all(p).await?;
             rows.iter().map(|r| Ok(UsageRow {
                 request_id: r.try_get("request_id")?,
                 model_requested: r.try_get("model_requested")?,
@@ -73,6 +110,27 @@ impl Ledger {
                 latency_ms: r.try_get("latency_ms")?,
                 created_at: r.try_get("created_at")?,
                 hold_note: r.try_get("hold_note")?,
+            })).collect()
+        })
+    }
+
+    /// An organization's usage since `since_ms` per key, with each key's name and owner.
+    pub async fn usage_by_key(&self, org: &str, since_ms: i64) -> Result<Vec<KeyUsage>> {
+        on_pool!(self, p => {
+            let rows = sqlx::query("SELECT u.key_id AS k, MIN(k.name) AS name, MIN(k.owner_id) AS owner, COUNT(*) AS n, CAST(COALESCE(SUM(u.prompt_tokens), 0) AS BIGINT) AS pt, \
+                 CAST(COALESCE(SUM(u.completion_tokens), 0) AS BIGINT) AS ct, CAST(COALESCE(SUM(u.credits), 0) AS BIGINT) AS cr \
+                 FROM usage u JOIN api_keys k ON k.id = u.key_id WHERE u.account_id = $1 AND u.created_at >= $2 GROUP BY u.key_id ORDER BY u.key_id")
+                .bind(org).bind(since_ms).fetch_all(p).await?;
+            rows.iter().map(|r| Ok(KeyUsage {
+                name: r.try_get("name")?,
+                owner: r.try_get("owner")?,
+                usage: UsageAgg {
+                    key: r.try_get("k")?,
+                    requests: r.try_get("n")?,
+                    prompt_tokens: r.try_get("pt")?,
+                    completion_tokens: r.try_get("ct")?,
+                    credits: r.try_get("cr")?,
+                },
             })).collect()
         })
     }

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use tollgate_filters::budget::Period;
 
 use super::store::{Counters, Unavailable};
-use crate::ledger::keys::MemberCap;
+use crate::ledger::keys::OrgMember;
 use crate::ledger::{KeyAuth, Ledger};
 
 /// Reserves up to ARGV[2] (at least ARGV[3]) under the cap ARGV[4] for hold ARGV[5], which
@@ -130,7 +130,8 @@ impl Default for Budgets {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Caps<'a> {
     pub key: Option<(i64, Period)>,
-    pub member: Option<&'a MemberCap>,
+    /// The member of an organization key, when it has a cap.
+    pub member: Option<&'a OrgMember>,
 }
 
 /// Which cap refused a request.
@@ -144,7 +145,7 @@ pub enum Which {
 #[derive(Debug, Clone, Copy)]
 pub enum Of<'a> {
     Key(&'a str),
-    Member(&'a MemberCap),
+    Member(&'a OrgMember),
 }
 
 impl Of<'_> {
@@ -171,7 +172,7 @@ impl<'a> Caps<'a> {
     pub fn of(key: &'a KeyAuth) -> Caps<'a> {
         Caps {
             key: key.limits.budget,
-            member: key.member_cap.as_deref(),
+            member: key.org_member.as_deref().filter(|m| m.cap.is_some()),
         }
     }
 
@@ -181,8 +182,8 @@ impl<'a> Caps<'a> {
         if let Some((cap, period)) = self.key {
             out.push((Which::Key, Of::Key(key_id), cap, period));
         }
-        if let Some(m) = self.member {
-            out.push((Which::Member, Of::Member(m), m.cap, m.period));
+        if let Some((m, (cap, period))) = self.member.and_then(|m| Some((m, m.cap?))) {
+            out.push((Which::Member, Of::Member(m), cap, period));
         }
         out
     }

@@ -128,8 +128,8 @@ pub async fn place(
 /// The 402 of a request whose key's budget, or its member's cap in the organization, cannot
 /// pay its prompt and one output token: the cap, what is left of it and when it starts over.
 pub fn over_budget(caps: Caps<'_>, which: Which, left: i64) -> tollgate_filters::GatewayError {
-    let (whose, (cap, period)) = match (which, caps.member) {
-        (Which::Member, Some(m)) => ("your member cap in this organization", (m.cap, m.period)),
+    let (whose, (cap, period)) = match (which, caps.member.and_then(|m| m.cap)) {
+        (Which::Member, Some(c)) => ("your member cap in this organization", c),
         _ => (
             "this key's budget",
             caps.key.unwrap_or((0, Period::Lifetime)),

@@ -4,6 +4,7 @@
 //! organization the caller does not belong to does not exist for it (404, never 403).
 
 pub mod invitations;
+pub mod usage;
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;

@@ -213,6 +213,8 @@ routes! {
         => orgs::remove(shared, session, ctx, caller, id).await;
     OrgCaps: "PUT" "/api/v1/orgs/{id}/caps", (KeyOrSession, Free, OWN), "api"
         => orgs::set_cap(shared, session, ctx, caller, id).await;
+    OrgUsage: "GET" "/api/v1/orgs/{id}/usage", (KeyOrSession, Free, OWN), "api"
+        => orgs::usage::usage(shared, session, ctx, caller, id).await;
     OrgLeave: "POST" "/api/v1/orgs/{id}/leave", (KeyOrSession, Free, OWN), "api"
         => orgs::leave(shared, session, ctx, caller, id).await;
     OrgTransfer: "POST" "/api/v1/orgs/{id}/transfer", (KeyOrSession, Free, OWN), "api"

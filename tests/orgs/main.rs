@@ -4,8 +4,10 @@
 //! revealed of an organization the caller is not in), `wallet` (organization keys spend from
 //! the organization's wallet: ten members on two instances never overdraw it, the books
 //! exact; its plan's limits hold across all members' keys; a removed member's keys stop on
-//! both instances). Runs on SQLite, and on Postgres + Redis when set (two instances there).
+//! both instances), `usage` (per member and per key, JSON and CSV; a member sees its own).
+//! Runs on SQLite, and on Postgres + Redis when set (two instances there).
 
 mod caps;
 mod members;
+mod usage;
 mod wallet;
