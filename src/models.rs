@@ -61,17 +61,16 @@ pub async fn models(
     ctx: &mut RequestCtx,
     caller: &Caller,
 ) -> Result<(), GatewayError> {
-    let allowed = match caller {
-        Caller::Key(k) => k.allowed_models.clone(),
-        _ => None,
-    };
-    let Some(allowed) = allowed else {
-        return handle(shared, session, ctx, Listing::Models).await;
-    };
     let rt = shared.runtime.load();
     let now = crate::clock::now_secs();
     let catalog = &rt.config.catalog;
-    let ids = allowlist::allowed(catalog, &allowed, now).unwrap_or_default();
+    let ids = match caller {
+        Caller::Key(k) => allowlist::of_key(catalog, k, now),
+        _ => None,
+    };
+    let Some(ids) = ids else {
+        return handle(shared, session, ctx, Listing::Models).await;
+    };
     let demo: Vec<&str> = rt
         .config
         .providers

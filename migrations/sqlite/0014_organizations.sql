@@ -4,7 +4,10 @@
 CREATE TABLE organizations (
     id         TEXT PRIMARY KEY REFERENCES accounts(user_id),
     name       TEXT   NOT NULL,
-    created_at BIGINT NOT NULL
+    created_at BIGINT NOT NULL,
+    -- The models every organization key may use (a JSON array of ids, aliases and tiers; NULL:
+    -- all), on top of each key's own list.
+    allowed_models TEXT
 );
 
 CREATE TABLE org_members (

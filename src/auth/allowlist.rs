@@ -5,6 +5,8 @@
 use tollgate_filters::route::{Catalog, ModelKind, Target};
 use tollgate_filters::{ErrorKind, GatewayError};
 
+use crate::ledger::KeyAuth;
+
 /// The catalog indices the entries name at `now`: a model by id or alias, every model of a
 /// tier. `Err(i)`: entry `i` names nothing.
 pub fn allowed(catalog: &Catalog, entries: &[String], now: i64) -> Result<Vec<usize>, usize> {
@@ -23,6 +25,25 @@ pub fn allowed(catalog: &Catalog, entries: &[String], now: i64) -> Result<Vec<us
         }
     }
     Ok(out)
+}
+
+/// The catalog indices a key may use: its own allowlist's, within its organization's when
+/// it is an organization key with one; `None`: every model.
+pub fn of_key(catalog: &Catalog, key: &KeyAuth, now: i64) -> Option<Vec<usize>> {
+    let org = key
+        .org_member
+        .as_ref()
+        .and_then(|m| m.allowed_models.as_ref());
+    let resolve = |list: &[String]| allowed(catalog, list, now).unwrap_or_default();
+    match (key.allowed_models.as_deref(), org) {
+        (None, None) => None,
+        (Some(k), None) => Some(resolve(k)),
+        (None, Some(o)) => Some(resolve(o)),
+        (Some(k), Some(o)) => {
+            let o = resolve(o);
+            Some(resolve(k).into_iter().filter(|i| o.contains(i)).collect())
+        }
+    }
 }
 
 /// What a key outside its allowlist is told about `name`: that it does not exist.

@@ -79,8 +79,7 @@ async fn pipeline(
         )));
     };
     if let Caller::Key(k) = caller {
-        if let Some(list) = &k.allowed_models {
-            let ids = crate::auth::allowlist::allowed(catalog, list, now).unwrap_or_default();
+        if let Some(ids) = crate::auth::allowlist::of_key(catalog, k, now) {
             if !ids.contains(&i) {
                 return Err(crate::auth::allowlist::not_found(&req.model));
             }

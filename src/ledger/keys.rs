@@ -135,6 +135,8 @@ pub struct OrgMember {
     pub account: String,
     /// µcr per period, when it has a cap.
     pub cap: Option<(i64, Period)>,
+    /// The organization's model allowlist, on top of the key's own; `None`: all.
+    pub allowed_models: Option<std::sync::Arc<[String]>>,
 }
 
 /// `allowed_models` and `allowed_tools` as stored: a JSON array of strings.
@@ -308,8 +310,8 @@ impl Ledger {
         on_pool!(self, p => {
             let row = sqlx::query(
                 "SELECT k.id, k.account_id, k.expires_at, k.allowed_models, k.allowed_tools, k.budget_micros, k.budget_period, k.requests_per_minute, k.tokens_per_minute, k.concurrent_requests, \
-                 a.plan, a.requests_per_hour, a.requests_per_day, k.owner_id, m.cap_micros, m.cap_period FROM api_keys k JOIN accounts a ON a.user_id = k.account_id \
-                 LEFT JOIN org_members m ON m.org_id = k.account_id AND m.account_id = k.owner_id WHERE k.hash = $1 AND k.revoked_at IS NULL",
+                 a.plan, a.requests_per_hour, a.requests_per_day, k.owner_id, m.cap_micros, m.cap_period, o.allowed_models AS org_models FROM api_keys k JOIN accounts a ON a.user_id = k.account_id \
+                 LEFT JOIN org_members m ON m.org_id = k.account_id AND m.account_id = k.owner_id LEFT JOIN organizations o ON o.id = k.account_id WHERE k.hash = $1 AND k.revoked_at IS NULL",
             )
             .bind(hash).fetch_optional(p).await?;
             match row {
@@ -322,6 +324,7 @@ impl Ledger {
                             org: r.try_get("account_id")?,
                             account,
                             cap: cap.map(|c| (c, period.as_deref().and_then(Period::parse).unwrap_or(Period::Lifetime))),
+                            allowed_models: models_of(r.try_get("org_models")?).map(Into::into),
                         })),
                         None => None,
                     };

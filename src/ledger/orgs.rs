@@ -45,6 +45,8 @@ pub struct Org {
     pub plan: String,
     pub balance: i64,
     pub created_at: i64,
+    /// The models its keys may use (ids, aliases, tiers); `None`: all.
+    pub allowed_models: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -80,13 +82,14 @@ pub enum Refused {
     OtherEmail,
 }
 
-const ORG: &str = "SELECT o.id, o.name, o.created_at, a.plan, a.balance FROM organizations o JOIN accounts a ON a.user_id = o.id";
+const ORG: &str = "SELECT o.id, o.name, o.created_at, o.allowed_models, a.plan, a.balance FROM organizations o JOIN accounts a ON a.user_id = o.id";
 
 fn org_of<R: Row>(r: &R) -> std::result::Result<Org, sqlx::Error>
 where
     for<'c> &'c str: sqlx::ColumnIndex<R>,
     for<'q> i64: sqlx::Decode<'q, R::Database> + sqlx::Type<R::Database>,
     for<'q> String: sqlx::Decode<'q, R::Database> + sqlx::Type<R::Database>,
+    for<'q> Option<String>: sqlx::Decode<'q, R::Database> + sqlx::Type<R::Database>,
 {
     Ok(Org {
         id: r.try_get("id")?,
@@ -94,6 +97,9 @@ where
         plan: r.try_get("plan")?,
         balance: r.try_get("balance")?,
         created_at: r.try_get("created_at")?,
+        allowed_models: r
+            .try_get::<Option<String>, _>("allowed_models")?
+            .and_then(|t| serde_json::from_str(&t).ok()),
     })
 }
 
@@ -110,7 +116,7 @@ impl Ledger {
             sqlx::query("INSERT INTO org_members (org_id, account_id, role, joined_at) VALUES ($1, $2, 'owner', $3)")
                 .bind(id).bind(owner).bind(now).execute(&mut *tx).await?;
             tx.commit().await?;
-            Ok(Org { id: id.to_owned(), name: name.to_owned(), plan: "free".into(), balance: 0, created_at: now })
+            Ok(Org { id: id.to_owned(), name: name.to_owned(), plan: "free".into(), balance: 0, created_at: now, allowed_models: None })
         })
     }
 
@@ -141,7 +147,7 @@ impl Ledger {
     /// The organizations `account` belongs to, with its role in each, oldest first.
     pub async fn orgs_of(&self, account: &str) -> Result<Vec<(Org, Role)>> {
         on_pool!(self, p => {
-            let rows = sqlx::query("SELECT o.id, o.name, o.created_at, a.plan, a.balance, m.role FROM organizations o JOIN accounts a ON a.user_id = o.id JOIN org_members m ON m.org_id = o.id WHERE m.account_id = $1 ORDER BY o.created_at, o.id")
+            let rows = sqlx::query("SELECT o.id, o.name, o.created_at, o.allowed_models, a.plan, a.balance, m.role FROM organizations o JOIN accounts a ON a.user_id = o.id JOIN org_members m ON m.org_id = o.id WHERE m.account_id = $1 ORDER BY o.created_at, o.id")
                 .bind(account).fetch_all(p).await?;
             rows.iter().map(|r| Ok((org_of(r)?, role_of(&r.try_get::<String, _>("role")?)?))).collect()
         })
@@ -174,6 +180,18 @@ impl Ledger {
             let done = sqlx::query("UPDATE org_members SET role = $1 WHERE org_id = $2 AND account_id = $3 AND role <> 'owner' AND $1 <> 'owner'")
                 .bind(role.as_str()).bind(org).bind(account).execute(p).await?;
             Ok(done.rows_affected() == 1)
+        })
+    }
+
+    /// Sets (or with `None` clears) the organization's model allowlist (a JSON array); returns
+    /// the hashes of its live keys, to evict from the key caches.
+    pub async fn set_org_models(&self, org: &str, models: Option<&str>) -> Result<Vec<String>> {
+        on_pool!(self, p => {
+            sqlx::query("UPDATE organizations SET allowed_models = $1 WHERE id = $2")
+                .bind(models).bind(org).execute(p).await?;
+            let rows = sqlx::query("SELECT hash FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL")
+                .bind(org).fetch_all(p).await?;
+            rows.iter().map(|r| Ok(r.try_get("hash")?)).collect()
         })
     }
 

@@ -74,7 +74,8 @@ pub(crate) async fn role_at_least(
 
 fn org_json(o: &Org, role: Role) -> Value {
     json!({"object": "organization", "id": o.id, "name": o.name, "plan": o.plan,
-           "credits": to_credits(o.balance), "role": role.as_str(), "created_at": o.created_at / 1000})
+           "credits": to_credits(o.balance), "role": role.as_str(), "created_at": o.created_at / 1000,
+           "allowed_models": o.allowed_models})
 }
 
 fn member_json(m: &Member, now_ms: i64) -> Value {
@@ -394,4 +395,66 @@ pub async fn set_cap(
         shared.keys.evict(h);
     }
     members(shared, session, ctx, caller, org).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelsChange {
+    /// Ids, aliases or tiers; `null`: every model; absent: refused (a forgotten field must not
+    /// lift the list).
+    #[serde(default, deserialize_with = "present")]
+    allowed_models: Option<Option<Vec<String>>>,
+}
+
+/// A field that may be `null`, told apart from one that is absent.
+fn present<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<Vec<String>>>, D::Error> {
+    Option::<Vec<String>>::deserialize(d).map(Some)
+}
+
+/// `PUT /api/v1/orgs/{id}/models {allowed_models}`: an owner or admin limits every
+/// organization key to these models (within each key's own list); `null` lifts it. An entry
+/// the catalog does not know is a 400 naming it.
+pub async fn set_models(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    caller: &Caller,
+    org: &str,
+) -> Result<(), GatewayError> {
+    let ledger = shared.ledger()?;
+    let account = person(ledger, caller).await?;
+    let role = role_at_least(ledger, org, account, Role::Admin).await?;
+    let b: ModelsChange = read(shared, session).await?;
+    let Some(wanted) = b.allowed_models else {
+        return Err(GatewayError::invalid(
+            "allowed_models: required: a list of models, or null",
+        ));
+    };
+    let stored = match &wanted {
+        None => None,
+        Some(list) => {
+            if list.is_empty() || list.len() > 100 {
+                return Err(GatewayError::invalid(
+                    "allowed_models: 1 to 100 names, or null",
+                ));
+            }
+            let rt = shared.runtime.load();
+            let now = crate::clock::now_secs();
+            if let Err(i) = crate::auth::allowlist::allowed(&rt.config.catalog, list, now) {
+                return Err(GatewayError::invalid(format!(
+                    "allowed_models[{i}]: `{}` is not a model, alias or tier of this gateway",
+                    list[i]
+                )));
+            }
+            Some(json!(list).to_string())
+        }
+    };
+    for h in ledger.set_org_models(org, stored.as_deref()).await? {
+        shared.keys.evict(&h);
+    }
+    let o = ledger.org(org).await?.ok_or_else(|| not_found(org))?;
+    respond::json(session, ctx, 200, &org_json(&o, role), &[]).await;
+    Ok(())
 }

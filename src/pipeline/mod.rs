@@ -131,10 +131,7 @@ fn candidates(
         return Err(front.door.not_served(&req.model));
     }
     let allowed = match caller {
-        Caller::Key(k) => k
-            .allowed_models
-            .as_ref()
-            .map(|list| allowlist::allowed(catalog, list, now).unwrap_or_default()),
+        Caller::Key(k) => allowlist::of_key(catalog, k, now),
         _ => None,
     };
     if let (Some(ids), Target::Model(i)) = (&allowed, target) {

@@ -215,6 +215,8 @@ routes! {
         => orgs::set_cap(shared, session, ctx, caller, id).await;
     OrgUsage: "GET" "/api/v1/orgs/{id}/usage", (KeyOrSession, Free, OWN), "api"
         => orgs::usage::usage(shared, session, ctx, caller, id).await;
+    OrgModels: "PUT" "/api/v1/orgs/{id}/models", (KeyOrSession, Free, OWN), "api"
+        => orgs::set_models(shared, session, ctx, caller, id).await;
     OrgLeave: "POST" "/api/v1/orgs/{id}/leave", (KeyOrSession, Free, OWN), "api"
         => orgs::leave(shared, session, ctx, caller, id).await;
     OrgTransfer: "POST" "/api/v1/orgs/{id}/transfer", (KeyOrSession, Free, OWN), "api"

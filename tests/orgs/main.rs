@@ -4,10 +4,12 @@
 //! revealed of an organization the caller is not in), `wallet` (organization keys spend from
 //! the organization's wallet: ten members on two instances never overdraw it, the books
 //! exact; its plan's limits hold across all members' keys; a removed member's keys stop on
-//! both instances), `usage` (per member and per key, JSON and CSV; a member sees its own).
+//! both instances), `models` (the organization's
+//! model allowlist over every organization key), `usage` (per member and per key, JSON and CSV; a member sees its own).
 //! Runs on SQLite, and on Postgres + Redis when set (two instances there).
 
 mod caps;
 mod members;
+mod models;
 mod usage;
 mod wallet;
