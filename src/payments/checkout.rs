@@ -1,5 +1,6 @@
-//! `POST /api/v1/billing/checkout {plan}` or `{credits_pack}`: a Stripe Checkout Session bound
-//! to the caller (`client_reference_id` = user id, a random `metadata[session_key]` stored with
+//! `POST /api/v1/billing/checkout {plan}` or `{credits_pack}` (with `organization_id`: for an
+//! organization, by its owner): a Stripe Checkout Session bound to the caller's account or the
+//! organization's (`client_reference_id` = its id, a random `metadata[session_key]` stored with
 //! the checkout), answered with its URL. Nothing is granted here: the webhook does that once
 //! Stripe says the session is paid.
 
@@ -12,6 +13,7 @@ use super::{billing_config, stripe_api};
 use crate::auth::caller::Caller;
 use crate::config::plans::{FREE, GUEST};
 use crate::config::{Billing, Plans};
+use crate::ledger::orgs::Role;
 use crate::ledger::payments::{Checkout, Subscription};
 use crate::request::ctx::RequestCtx;
 use crate::request::{body, respond};
@@ -83,16 +85,37 @@ pub async fn checkout(
     ctx: &mut RequestCtx,
     caller: &Caller,
 ) -> Result<(), GatewayError> {
-    let account_id = caller.account()?.to_owned();
+    let caller_account = caller.account()?.to_owned();
     let rt = shared.runtime.load_full();
     let m = body::json_object(session, 16 * 1024, rt.config.timeouts.request_body).await?;
     let billing = billing_config(&rt.config)?;
     let item = Item::from_body(&m)?;
-    let (price, recurring) = item.price(&rt.config.plans, billing)?;
     let ledger = shared.ledger()?;
+    // Buying for an organization: its owner only; the session names the organization's
+    // account, which the webhook's first identity step finds.
+    let account_id = match body::opt_string(&m, "organization_id")? {
+        None => caller_account.clone(),
+        Some(org) => {
+            let role =
+                crate::orgs::role_at_least(ledger, org, &caller_account, Role::Member).await?;
+            if role != Role::Owner {
+                return Err(GatewayError::new(
+                    ErrorKind::Forbidden,
+                    "only the organization's owner buys for it",
+                ));
+            }
+            org.to_owned()
+        }
+    };
+    let (price, recurring) = item.price(&rt.config.plans, billing)?;
     let account = ledger.account(&account_id).await?.ok_or_else(|| {
         GatewayError::new(ErrorKind::Authentication, "the account no longer exists")
     })?;
+    // An organization has no e-mail of its own: Stripe's form is prefilled with its owner's.
+    let email = match &account.email {
+        Some(e) => Some(e.clone()),
+        None => ledger.account(&caller_account).await?.and_then(|a| a.email),
+    };
     let sub = ledger.subscription(&account_id).await?;
     if recurring {
         refuse_second_subscription(&sub)?;
@@ -116,7 +139,7 @@ pub async fn checkout(
         fields.push(("metadata[credits_pack]", k));
     }
     // Stripe takes either a known customer or an e-mail to prefill, not both.
-    match (&sub.customer_id, &account.email) {
+    match (&sub.customer_id, &email) {
         (Some(c), _) => fields.push(("customer", c)),
         (None, Some(e)) => fields.push(("customer_email", e)),
         (None, None) => {}
