@@ -51,6 +51,7 @@
 //! - [`mcp`]: the tool marketplace's pure parts: JSON-RPC messages, `{slug}__{tool}` names,
 //!   tool definitions and call results as the live check and billing judge them, the
 //!   developer's share, and the addresses a tool server may not have.
+//! - [`oidc`]: organizations' single sign-on: OpenID discovery, JWKS, ID tokens, PKCE, domains.
 //! - [`stripe`]: the webhook signature check (the clock passed in), the form encoding of API
 //!   requests, and the event fields the webhook reads.
 #![forbid(unsafe_code)]
@@ -66,6 +67,7 @@ pub mod json;
 pub mod keys;
 pub mod mcp;
 pub mod net;
+pub mod oidc;
 pub mod openai;
 pub mod ratelimit;
 pub mod responses;
