@@ -1,18 +1,14 @@
 //! The few Stripe API calls the gateway makes (create a Checkout Session, read its line items,
-//! create a Billing Portal session), over Pingora's pooled connector like every other upstream:
+//! create a Billing Portal session), over Pingora's pooled connector (`upstream/outbound.rs`):
 //! form-encoded bodies, the secret key as a Bearer token, an `Idempotency-Key` on creations.
 //! Any failure (refused, timed out, non-2xx, not JSON) is a [`StripeError`] in words; the
 //! handlers answer it with 502 and store nothing as paid.
 
-use std::time::Duration;
-
-use pingora::upstreams::peer::HttpPeer;
 use serde_json::Value;
 
-use crate::config::{Billing, EndpointUrl};
+use crate::config::Billing;
 use crate::runtime::Shared;
-use crate::upstream::head::Request;
-use crate::upstream::wire::{self, BodyError};
+use crate::upstream::outbound;
 
 /// Stripe's answers are small; a longer one is not Stripe.
 const MAX_REPLY: usize = 1 << 20;
@@ -60,65 +56,21 @@ pub async fn call(
     idempotency_key: Option<&str>,
 ) -> Result<Value, StripeError> {
     let key = secret_key(billing)?;
-    match tokio::time::timeout(
-        billing.api_timeout,
-        exchange(shared, billing, method, path, form, idempotency_key, &key),
-    )
-    .await
-    {
-        Ok(r) => r,
-        Err(_) => Err(fail("Stripe did not answer in time")),
+    let url = format!("{}{path}", billing.stripe_api_base.trim_end_matches('/'));
+    let auth = format!("Bearer {key}");
+    let mut headers = vec![
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/x-www-form-urlencoded"),
+    ];
+    if let Some(k) = idempotency_key {
+        headers.push(("Idempotency-Key", k));
     }
-}
-
-async fn exchange(
-    shared: &Shared,
-    billing: &Billing,
-    method: &str,
-    path: &str,
-    form: Option<&str>,
-    idempotency_key: Option<&str>,
-    key: &str,
-) -> Result<Value, StripeError> {
-    let url = EndpointUrl::parse(&billing.stripe_api_base)
-        .map_err(|e| fail(format!("billing.stripe_api_base {e}")))?;
-    let addr = tokio::net::lookup_host((url.host.as_str(), url.port))
+    let body = form.unwrap_or("").as_bytes();
+    let limits = (billing.api_timeout, MAX_REPLY);
+    let reply = outbound::call(shared, "Stripe", (method, &url), &headers, body, limits)
         .await
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| fail(format!("cannot resolve {}", url.host)))?;
-    let sni = if url.tls {
-        url.host.clone()
-    } else {
-        String::new()
-    };
-    let mut peer = HttpPeer::new(addr, url.tls, sni);
-    peer.options.connection_timeout = Some(billing.api_timeout);
-    peer.options.read_timeout = Some(billing.api_timeout);
-    let full_path = format!("{}{path}", url.base_path);
-    let body = form.unwrap_or("").as_bytes().to_vec();
-    let request = (|| -> pingora::Result<Vec<u8>> {
-        let mut r = Request::new(method, &full_path)?
-            .header("Host", &url.authority())?
-            .header("Authorization", &format!("Bearer {key}"))?
-            .header("Content-Type", "application/x-www-form-urlencoded")?;
-        if let Some(k) = idempotency_key {
-            r = r.header("Idempotency-Key", k)?;
-        }
-        Ok(r.body(&body))
-    })()
-    .map_err(|e| fail(format!("could not build the request ({e})")))?;
-    let mut up = wire::exchange(&shared.connector, &peer, &request)
-        .await
-        .map_err(|e| match e {
-            wire::Failure::Connect(_) => fail("could not connect to Stripe"),
-            wire::Failure::Exchange(_) => fail("Stripe dropped the connection"),
-        })?;
-    let status = up.status();
-    let buf = up.read_to_end(MAX_REPLY).await.map_err(|e| match e {
-        BodyError::TooLarge => fail("Stripe's reply was too long"),
-        BodyError::Read(_) => fail("Stripe dropped the connection mid-reply"),
-    })?;
+        .map_err(fail)?;
+    let (status, buf) = (reply.status, reply.body);
     let json: Option<Value> = serde_json::from_slice(&buf).ok();
     if !(200..300).contains(&status) {
         let why = json
@@ -130,7 +82,5 @@ async fn exchange(
             message: format!("Stripe answered HTTP {status}: {why}"),
         });
     }
-    let v = json.ok_or_else(|| fail("Stripe's reply was not JSON"))?;
-    up.release(&shared.connector, &peer, Some(Duration::from_secs(30)));
-    Ok(v)
+    json.ok_or_else(|| fail("Stripe's reply was not JSON"))
 }

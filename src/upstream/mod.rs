@@ -10,6 +10,7 @@ pub mod failover;
 pub mod head;
 pub mod health;
 pub mod idle;
+pub mod outbound;
 pub mod pool;
 pub mod provider;
 pub mod resolve;
