@@ -43,3 +43,30 @@ CREATE INDEX org_invitations_org ON org_invitations(org_id, created_at);
 -- The member who owns an organization key (NULL: a key of a person's own account).
 ALTER TABLE api_keys ADD COLUMN owner_id TEXT;
 CREATE INDEX api_keys_owner ON api_keys(account_id, owner_id) WHERE owner_id IS NOT NULL;
+
+-- Single sign-on per organization: its OpenID provider and who may come in through it.
+CREATE TABLE org_sso (
+    org_id          TEXT PRIMARY KEY REFERENCES organizations(id),
+    issuer          TEXT   NOT NULL,
+    client_id       TEXT   NOT NULL,
+    client_secret   TEXT   NOT NULL,
+    -- A JSON array of e-mail domains.
+    allowed_domains TEXT   NOT NULL,
+    default_role    TEXT   NOT NULL CHECK (default_role IN ('admin', 'member')),
+    -- 1: its members reach the organization only through a session signed in by it.
+    required        BIGINT NOT NULL DEFAULT 0,
+    updated_at      BIGINT NOT NULL
+);
+
+-- A sign-in on its way through the provider: its state (hashed), nonce and PKCE verifier,
+-- taken once by the callback on whichever instance it lands.
+CREATE TABLE sso_logins (
+    state_hash TEXT PRIMARY KEY,
+    org_id     TEXT   NOT NULL,
+    nonce      TEXT   NOT NULL,
+    verifier   TEXT   NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+
+-- The organization whose single sign-on made a dashboard session (NULL: a password).
+ALTER TABLE sessions ADD COLUMN sso_org TEXT;

@@ -127,7 +127,7 @@ pub async fn create_key(
     let org = match m.remove("organization_id") {
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::String(org)) => {
-            crate::orgs::role_at_least(ledger, &org, &account_id, Role::Member).await?;
+            crate::orgs::access(shared, session, caller, &org, Role::Member).await?;
             Some(org)
         }
         Some(_) => return Err(GatewayError::invalid("organization_id: must be a string")),

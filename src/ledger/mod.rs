@@ -30,7 +30,7 @@
 //! errors), [`pinned`] (Postgres behind a transaction-mode pooler: every statement in a
 //! transaction on one server connection), [`breaker`] (the circuit that fails requests at once while the store is down), [`accounts`], [`keys`], [`sessions`], [`credits`] (holds and settlement, the
 //! reaper), [`leases`] (credit-lease rounds), [`usage`], [`legs`] (a resumed stream's legs), [`mcp`] (tool servers and their
-//! developers' earnings), [`orgs`] (organizations, their members and invitations), [`payments`] (checkouts, payment history, anonymous accounts and their
+//! developers' earnings), [`orgs`] (organizations, their members and invitations), [`sso`] (their single sign-on), [`payments`] (checkouts, payment history, anonymous accounts and their
 //! assignment), [`responses`] (stored Responses API replies) and [`payment_events`] (each Stripe webhook event applied once, in one
 //! transaction with its record).
 
@@ -47,6 +47,7 @@ pub mod payments;
 pub mod pinned;
 pub mod responses;
 pub mod sessions;
+pub mod sso;
 pub mod store;
 pub mod usage;
 

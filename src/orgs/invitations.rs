@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tollgate_filters::{keys, ErrorKind, GatewayError};
 
-use super::{grantable, person, read, role_at_least};
+use super::{access, grantable, person, read};
 use crate::accounts::random_id;
 use crate::accounts::signup::normalise_email;
 use crate::auth::caller::Caller;
@@ -48,8 +48,7 @@ pub async fn invite(
     org: &str,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
-    let account = person(ledger, caller).await?.to_owned();
-    role_at_least(ledger, org, &account, Role::Admin).await?;
+    let (account, _) = access(shared, session, caller, org, Role::Admin).await?;
     let b: NewInvitation = read(shared, session).await?;
     let email = normalise_email(&b.email)?;
     let role = grantable(&b.role)?;
@@ -92,8 +91,7 @@ pub async fn list(
     org: &str,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
-    let account = person(ledger, caller).await?;
-    role_at_least(ledger, org, account, Role::Admin).await?;
+    let _ = access(shared, session, caller, org, Role::Admin).await?;
     let data: Vec<Value> = ledger
         .invitations(org)
         .await?
@@ -126,8 +124,7 @@ pub async fn withdraw(
     org: &str,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
-    let account = person(ledger, caller).await?;
-    role_at_least(ledger, org, account, Role::Admin).await?;
+    let _ = access(shared, session, caller, org, Role::Admin).await?;
     let b: Withdrawal = read(shared, session).await?;
     if !ledger
         .withdraw_invitation(org, &b.id, crate::clock::now_ms())

@@ -4,6 +4,7 @@
 //! organization the caller does not belong to does not exist for it (404, never 403).
 
 pub mod invitations;
+pub mod sso;
 pub mod usage;
 
 use serde::de::DeserializeOwned;
@@ -42,6 +43,37 @@ async fn person<'c>(ledger: &Ledger, caller: &'c Caller) -> Result<&'c str, Gate
         ));
     }
     Ok(account)
+}
+
+/// The person calling and its role in `org`, at least `needed` ([`role_at_least`]); and when
+/// the organization requires single sign-on, a dashboard session must be one its sign-on made
+/// (a password session is refused its organization access; API keys are managed by removing
+/// members).
+pub(crate) async fn access(
+    shared: &Shared,
+    session: &Session,
+    caller: &Caller,
+    org: &str,
+    needed: Role,
+) -> Result<(String, Role), GatewayError> {
+    let ledger = shared.ledger()?;
+    let account = person(ledger, caller).await?.to_owned();
+    let role = role_at_least(ledger, org, &account, needed).await?;
+    if let Caller::Session(_) = caller {
+        if ledger.sso(org).await?.is_some_and(|s| s.required) {
+            let sid = crate::auth::caller::session_cookie(session).unwrap_or_default();
+            let via = ledger
+                .session_sso_org(&tollgate_filters::keys::hash(&sid))
+                .await?;
+            if via.as_deref() != Some(org) {
+                return Err(GatewayError::new(
+                    ErrorKind::Forbidden,
+                    format!("this organization requires single sign-on: sign in through /api/v1/sso/{org}/start"),
+                ));
+            }
+        }
+    }
+    Ok((account, role))
 }
 
 pub(crate) fn not_found(org: &str) -> GatewayError {
@@ -151,8 +183,7 @@ pub async fn get(
     org: &str,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
-    let account = person(ledger, caller).await?;
-    let role = role_at_least(ledger, org, account, Role::Member).await?;
+    let (_, role) = access(shared, session, caller, org, Role::Member).await?;
     let o = ledger.org(org).await?.ok_or_else(|| not_found(org))?;
     respond::json(session, ctx, 200, &org_json(&o, role), &[]).await;
     Ok(())
@@ -167,8 +198,7 @@ pub async fn members(
     org: &str,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
-    let account = person(ledger, caller).await?;
-    role_at_least(ledger, org, account, Role::Member).await?;
+    let _ = access(shared, session, caller, org, Role::Member).await?;
     let now = crate::clock::now_ms();
     let data: Vec<Value> = ledger
         .members(org)
@@ -222,8 +252,7 @@ pub async fn set_role(
     org: &str,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
-    let account = person(ledger, caller).await?;
-    role_at_least(ledger, org, account, Role::Admin).await?;
+    let _ = access(shared, session, caller, org, Role::Admin).await?;
     let b: RoleChange = read(shared, session).await?;
     let role = grantable(&b.role)?;
     match ledger.role(org, &b.account_id).await? {
@@ -258,11 +287,10 @@ pub async fn remove(
     caller: &Caller,
     org: &str,
 ) -> Result<(), GatewayError> {
-    let ledger = shared.ledger()?;
-    let account = person(ledger, caller).await?.to_owned();
+    let (account, role) = access(shared, session, caller, org, Role::Member).await?;
     let b: Someone = read(shared, session).await?;
-    if b.account_id != account {
-        role_at_least(ledger, org, &account, Role::Admin).await?;
+    if b.account_id != account && role < Role::Admin {
+        role_at_least(shared.ledger()?, org, &account, Role::Admin).await?;
     }
     drop_member(shared, session, ctx, org, &b.account_id).await
 }
@@ -276,9 +304,7 @@ pub async fn leave(
     caller: &Caller,
     org: &str,
 ) -> Result<(), GatewayError> {
-    let ledger = shared.ledger()?;
-    let account = person(ledger, caller).await?.to_owned();
-    role_at_least(ledger, org, &account, Role::Member).await?;
+    let (account, _) = access(shared, session, caller, org, Role::Member).await?;
     drop_member(shared, session, ctx, org, &account).await
 }
 
@@ -325,8 +351,7 @@ pub async fn transfer(
     org: &str,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
-    let account = person(ledger, caller).await?.to_owned();
-    role_at_least(ledger, org, &account, Role::Owner).await?;
+    let (account, _) = access(shared, session, caller, org, Role::Owner).await?;
     let b: Someone = read(shared, session).await?;
     if b.account_id == account {
         return Err(GatewayError::invalid(
@@ -366,8 +391,7 @@ pub async fn set_cap(
     use tollgate_filters::budget::Period;
     use tollgate_filters::credits::from_credits;
     let ledger = shared.ledger()?;
-    let account = person(ledger, caller).await?;
-    role_at_least(ledger, org, account, Role::Admin).await?;
+    let _ = access(shared, session, caller, org, Role::Admin).await?;
     let b: CapChange = read(shared, session).await?;
     let cap = match b.cap_credits {
         None => None,
@@ -424,8 +448,7 @@ pub async fn set_models(
     org: &str,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
-    let account = person(ledger, caller).await?;
-    let role = role_at_least(ledger, org, account, Role::Admin).await?;
+    let (_, role) = access(shared, session, caller, org, Role::Admin).await?;
     let b: ModelsChange = read(shared, session).await?;
     let Some(wanted) = b.allowed_models else {
         return Err(GatewayError::invalid(

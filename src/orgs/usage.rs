@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use tollgate_filters::credits::to_credits;
 use tollgate_filters::GatewayError;
 
-use super::{person, role_at_least};
+use super::access;
 use crate::auth::caller::Caller;
 use crate::ledger::orgs::Role;
 use crate::ledger::{KeyUsage, UsageAgg};
@@ -43,8 +43,7 @@ pub async fn usage(
     org: &str,
 ) -> Result<(), GatewayError> {
     let ledger = shared.ledger()?;
-    let account = person(ledger, caller).await?.to_owned();
-    let role = role_at_least(ledger, org, &account, Role::Member).await?;
+    let (account, role) = access(shared, session, caller, org, Role::Member).await?;
     let csv = match session.req_header().uri.query() {
         None | Some("") => false,
         Some("format=csv") => true,

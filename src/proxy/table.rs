@@ -217,6 +217,15 @@ routes! {
         => orgs::usage::usage(shared, session, ctx, caller, id).await;
     OrgModels: "PUT" "/api/v1/orgs/{id}/models", (KeyOrSession, Free, OWN), "api"
         => orgs::set_models(shared, session, ctx, caller, id).await;
+    OrgSso: "PUT" "/api/v1/orgs/{id}/sso", (KeyOrSession, Free, OWN), "api"
+        => orgs::sso::set(shared, session, ctx, caller, id).await;
+    OrgSsoShow: "GET" "/api/v1/orgs/{id}/sso", (KeyOrSession, Free, OWN), "api"
+        => orgs::sso::show(shared, session, ctx, caller, id).await;
+    // Single sign-on through an organization's OpenID provider: the browser's way in.
+    SsoStart: "GET" "/api/v1/sso/{id}/start", (Open, Logins, OWN), "api"
+        => orgs::sso::start(shared, session, ctx, id).await;
+    SsoCallback: "GET" "/api/v1/sso/callback", (Open, Logins, OWN), "api"
+        => orgs::sso::callback(shared, session, ctx).await;
     OrgLeave: "POST" "/api/v1/orgs/{id}/leave", (KeyOrSession, Free, OWN), "api"
         => orgs::leave(shared, session, ctx, caller, id).await;
     OrgTransfer: "POST" "/api/v1/orgs/{id}/transfer", (KeyOrSession, Free, OWN), "api"

@@ -2,7 +2,7 @@
 //! algorithm fixed by the key (never chosen by the token alone), then the claims OpenID
 //! Connect Core §3.1.3.7 requires of a code-flow client.
 
-use super::OidcError;
+use super::error::OidcError;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use ring::signature::{
