@@ -32,6 +32,8 @@ const PAGES: &[&str] = &[
     "operator",
     "authorize",
     "apps",
+    "orgs",
+    "join",
 ];
 
 struct Asset {
@@ -64,6 +66,7 @@ const ASSETS: &[Asset] = &[
     asset!("pages-dev.js", JS),
     asset!("pages-ops.js", JS),
     asset!("pages-oauth.js", JS),
+    asset!("pages-orgs.js", JS),
     asset!("app.js", JS),
 ];
 

@@ -17,6 +17,8 @@
     '/dashboard/operator': ['operator', 'Operator', true],
     '/dashboard/authorize': ['authorize', 'Connect an app', true],
     '/dashboard/apps': ['apps', 'Connected apps', true],
+    '/dashboard/orgs': ['orgs', 'Organizations', true],
+    '/dashboard/join': ['join', 'Join an organization', true],
   };
   const NAV = [
     ['/dashboard', 'Overview'],
@@ -25,7 +27,11 @@
     ['/dashboard/billing', 'Billing'],
     ['/dashboard/developer', 'Developer'],
     ['/dashboard/apps', 'Connected apps'],
+    ['/dashboard/orgs', 'Organizations'],
   ];
+
+  // Pages whose query is what the visitor came for: kept through logging in or signing up.
+  const KEEP_QUERY = ['/dashboard/authorize', '/dashboard/join'];
 
   const main = document.getElementById('main');
   const nav = document.getElementById('nav');
@@ -145,8 +151,9 @@
       }
       return { ok: true };
     }
-    // The consent page's query is the authorization request: kept through logging in.
-    const keep = location.pathname === '/dashboard/authorize' ? location.search : '';
+    // The consent page's query is the authorization request, the join page's the invitation:
+    // kept through logging in.
+    const keep = KEEP_QUERY.includes(location.pathname) ? location.search : '';
     history.replaceState(null, '', buy ? `/dashboard/billing?buy=${TG.enc(buy)}` : location.pathname + keep);
     await render(true);
     return { ok: true };
@@ -174,6 +181,8 @@
     TG.add(view, 
       h('h1', { tabindex: -1, text: 'Your Tollgate account' }),
       buying ? TG.notice(`Log in or sign up to buy the ${buying} plan; the checkout opens right after.`, 'info') : null,
+      location.pathname === '/dashboard/join'
+        ? TG.notice('You were invited to an organization. Log in, or sign up with the invited e-mail address, to join it.', 'info') : null,
       h('div', { class: 'card auth' }, tabs, panel),
       h('p', { class: 'muted' }, 'New accounts start with free credits, no card needed. ', h('a', { href: '/pricing', text: 'See pricing' }), '.'),
     );
@@ -214,7 +223,7 @@
         // Signing up issues a key but no session: log in with what was just typed.
         TG.state.newKey = { key: TG.str(res.data.api_key), name: 'default', fresh: true };
         const buy = new URLSearchParams(location.search).get('buy');
-        if (!buy && !['/dashboard', '/dashboard/authorize'].includes(location.pathname)) history.replaceState(null, '', '/dashboard');
+        if (!buy && !['/dashboard', ...KEEP_QUERY].includes(location.pathname)) history.replaceState(null, '', '/dashboard');
         const done = await login(v.email, v.password, false);
         if (!done.ok) form.showError(done);
         return { ok: true };
