@@ -52,6 +52,7 @@ pub mod mcp;
 mod mcp_2026;
 mod mcp_ask;
 pub mod nginx;
+pub mod oidc;
 pub mod openai;
 pub mod pgbouncer;
 pub mod postgres;
@@ -72,6 +73,7 @@ pub use gateway::{
 };
 pub use http::{get, parse_response, post_json, raw_request, request, Response};
 pub use mcp::{FakeToolServer, ToolMode, VERBATIM_RESULT};
+pub use oidc::OidcProvider;
 pub use openai::{user, FakeOpenAi, FakeOpenAiBuilder, Mode, Recorded};
 pub use postgres::PrivatePostgres;
 pub use redis::PrivateRedis;
