@@ -349,6 +349,13 @@ pub async fn callback(
         .sso(&login.org_id)
         .await?
         .ok_or_else(|| refused("this organization's single sign-on was removed"))?;
+    // RFC 9207: a provider that names itself in its answer must be the one asked (a mix-up).
+    let issuer = |i: &str| i.trim_end_matches('/').to_owned();
+    if param("iss").is_some_and(|iss| issuer(&iss) != issuer(&s.issuer)) {
+        return Err(refused(
+            "the answer came from another provider than this organization's",
+        ));
+    }
     let email = verified_email(shared, &s, &login, &code).await?;
     if !oidc::domain_allowed(&email, &s.allowed_domains) {
         return Err(refused(format!(
@@ -373,7 +380,7 @@ pub async fn callback(
     let clear = format!("{STATE_COOKIE}=; Path=/api/v1/sso; HttpOnly; SameSite=Lax; Max-Age=0");
     // A page, not a redirect: the navigation to the dashboard then starts on this site, so the
     // browser sends the new SameSite=Strict session cookie with it.
-    let page = "<!doctype html><meta charset=utf-8><title>Signed in</title><meta http-equiv=refresh content=\"0;url=/dashboard\"><a href=/dashboard>Continue to the dashboard</a>";
+    let page = "<!doctype html><meta charset=utf-8><title>Signed in</title><link rel=icon href=/assets/favicon.svg><meta http-equiv=refresh content=\"0;url=/dashboard\"><a href=/dashboard>Continue to the dashboard</a>";
     let extra: &[(&str, String)] = &[("Set-Cookie", session_cookie), ("Set-Cookie", clear)];
     respond::send(
         session,
