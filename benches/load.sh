@@ -130,8 +130,17 @@ stream_of() { echo "${1%\}},\"stream\":true}"; }
 ctl_key=$(curl -sf "http://$TG1/api/v1/keys" -H "Authorization: Bearer $tg_sqlite_key" -H 'Content-Type: application/json' \
   -d '{"name":"controls","budget_credits":100000000,"budget_period":"month","allowed_models":["bench"],"requests_per_minute":1000000000,"tokens_per_minute":1000000000,"concurrent_requests":100000}' \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+# An organization key (issue 51): the organization's wallet and business plan, the bench
+# account its owner; what spending from an organization costs beside a personal key.
+org=$(curl -sf "http://$TG1/api/v1/orgs" -H "Authorization: Bearer $tg_sqlite_key" -H 'Content-Type: application/json' \
+  -d '{"name":"bench"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+curl -sf -X PUT "http://$TG1/api/v1/admin/accounts/$org/plan" -H "Authorization: Bearer $ADMIN_TOKEN" -d '{"plan":"business","requests_per_hour":1000000000}' >/dev/null
+curl -sf "http://$TG1/api/v1/admin/accounts/$org/credits" -H "Authorization: Bearer $ADMIN_TOKEN" -d '{"delta":100000000,"reason":"bench"}' >/dev/null
+org_key=$(curl -sf "http://$TG1/api/v1/keys" -H "Authorization: Bearer $tg_sqlite_key" -H 'Content-Type: application/json' \
+  -d "{\"name\":\"org\",\"organization_id\":\"$org\"}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
 for t in "chat|/v1/chat/completions||/v1/chat/completions|" \
          "chat-key-controls|/v1/chat/completions||/v1/chat/completions|" \
+         "chat-org-key|/v1/chat/completions||/v1/chat/completions|" \
          "responses|/v1/responses|$rbody|/v1/responses|$(stream_of "$rbody")" \
          "responses-store-false|/v1/responses|$rbody_nostore|/v1/responses|$(stream_of "$rbody_nostore")" \
          "messages|/v1/messages|$mbody|/v1/messages|$(stream_of "$mbody")" \
@@ -139,6 +148,7 @@ for t in "chat|/v1/chat/completions||/v1/chat/completions|" \
   IFS='|' read -r name path body spath sbody <<<"$t"
   key=$tg_sqlite_key
   [ "$name" = chat-key-controls ] && key=$ctl_key
+  [ "$name" = chat-org-key ] && key=$org_key
   auth=(--header "Authorization: Bearer $key")
   if [ -n "$body" ]; then
     extra=("${auth[@]}" --body "$body")
