@@ -21,8 +21,8 @@
 # third; then /v1/embeddings (a batch of 8 inputs) direct vs nginx and bare Pingora vs through
 # Tollgate on SQLite (held, charged the provider's prompt_tokens), in a fourth; then
 # every other front door (Responses, stored and with store: false; Messages; Gemini) and chat
-# with a key that has every control set (budget, allowlist, RPM, TPM, in-flight) through
-# Tollgate on SQLite beside its chat completions (the same prompt and fake), JSON and 500
+# with a key that has every control set (budget, allowlist, RPM, TPM, in-flight) and with an
+# organization's key (its wallet and plan) through Tollgate on SQLite beside its chat completions (the same prompt and fake), JSON and 500
 # streams, in a fifth; then 500 streams cut once at half their length and resumed on another
 # provider (X-Tollgate-Resume) vs the same streams uncut, time to last byte, in a sixth; and last
 # the issue-31 table: each chat target's row in the units of issue 31's goals (CPU per request and
