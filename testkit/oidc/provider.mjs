@@ -16,6 +16,20 @@
 // Each start generates a new RS256 signing key with a random kid: restarting on the same port
 // is a key rotation (and forgets every session, code and token: storage is in memory).
 //
+// Fault injection (this test provider only): `POST /__tamper` with `{"mode": "<mode>"}` (or
+// `{"mode": null}` to stop) answers 204; from then on the `id_token` of every successful token
+// response is rewritten by that mode, until the next `/__tamper` (a restart forgets it):
+//   signature         `email` changed in the payload, original header and signature kept
+//   audience          `aud` = "someone-else", re-signed with the provider's key
+//   issuer            `iss` = "http://127.0.0.1:9", re-signed
+//   expired           `exp` = now - 3600, `iat` = now - 7200, re-signed
+//   nonce             `nonce` = "not-the-one-sent", re-signed
+//   alg_none          header {"alg":"none"}, empty signature part
+//   other_key         re-signed RS256 by a freshly generated key under the provider's kid
+//   unverified_email  `email_verified` = false, re-signed
+// ("re-signed" = a valid RS256 signature by the provider's own key, same header: only the
+// named claim is wrong.) An unknown mode or a body that is not such JSON answers 400.
+//
 // Prints `READY <issuer>` on stdout once listening; exits on SIGTERM / SIGINT.
 
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -143,11 +157,13 @@ const provider = new Provider(issuer, {
 // Direct connections only (no proxy in front): X-Forwarded-* is not trusted.
 provider.proxy = false;
 
+const TOKEN_PATH = provider.pathFor('token');
+
 // oidc-provider takes client_secret_post from any client_secret_basic client (and the other way
 // round); the gateway's contract is client_secret_basic, so a token request with its secret in
 // the body, or without Basic credentials, is refused here as the registered method requires.
 provider.use(async (ctx, next) => {
-  if (ctx.method === 'POST' && ctx.path === '/token' && !/^basic /i.test(ctx.get('authorization'))) {
+  if (ctx.method === 'POST' && ctx.path === TOKEN_PATH && !/^basic /i.test(ctx.get('authorization'))) {
     ctx.status = 401;
     ctx.set('WWW-Authenticate', 'Basic realm="token"');
     ctx.body = { error: 'invalid_client', error_description: 'client_secret_basic required (HTTP Basic credentials)' };
@@ -155,6 +171,82 @@ provider.use(async (ctx, next) => {
     return;
   }
   await next();
+});
+
+// --- Fault injection: POST /__tamper, and the token endpoint's ID token rewritten. ---
+
+const b64json = (part) => JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+const b64url = (value) => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
+const now = () => Math.floor(Date.now() / 1000);
+
+// The same protected header (alg RS256, the provider's kid), this payload, signed by `key`.
+async function resign(header, payload, key = privateKey) {
+  return new jose.CompactSign(new TextEncoder().encode(JSON.stringify(payload)))
+    .setProtectedHeader(header)
+    .sign(key);
+}
+
+// mode -> (header, payload, signature part, the original compact JWS) -> the tampered token.
+const TAMPER = {
+  async signature(h, p, sig, jwt) {
+    const at = String(p.email ?? '').lastIndexOf('@');
+    const email = at >= 0 ? `tampered-${p.email.slice(0, at)}${p.email.slice(at)}` : 'tampered@example.com';
+    return `${jwt.split('.')[0]}.${b64url({ ...p, email })}.${sig}`;
+  },
+  audience: (h, p) => resign(h, { ...p, aud: 'someone-else' }),
+  issuer: (h, p) => resign(h, { ...p, iss: 'http://127.0.0.1:9' }),
+  expired: (h, p) => resign(h, { ...p, exp: now() - 3600, iat: now() - 7200 }),
+  nonce: (h, p) => resign(h, { ...p, nonce: 'not-the-one-sent' }),
+  async alg_none(h, p) {
+    return `${b64url({ alg: 'none' })}.${b64url(p)}.`;
+  },
+  async other_key(h, p) {
+    const stranger = await jose.generateKeyPair('RS256', { modulusLength: 2048 });
+    return resign({ ...h, alg: 'RS256', kid: signingKey.kid }, p, stranger.privateKey);
+  },
+  unverified_email: (h, p) => resign(h, { ...p, email_verified: false }),
+};
+
+let tamperMode = null;
+
+async function readBody(req) {
+  const chunks = [];
+  for await (const chunk of req) chunks.push(chunk);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+provider.use(async (ctx, next) => {
+  if (ctx.path !== '/__tamper') return next();
+  if (ctx.method !== 'POST') {
+    ctx.status = 405;
+    ctx.set('Allow', 'POST');
+    return;
+  }
+  let mode;
+  try {
+    ({ mode } = JSON.parse(await readBody(ctx.req)));
+  } catch {
+    mode = undefined;
+  }
+  if (mode !== null && !Object.hasOwn(TAMPER, mode ?? '')) {
+    ctx.status = 400;
+    ctx.body = { error: `mode must be null or one of ${Object.keys(TAMPER).join(', ')}` };
+    return;
+  }
+  tamperMode = mode;
+  process.stderr.write(`provider.mjs: tamper mode ${mode ?? 'off'}\n`);
+  ctx.status = 204;
+});
+
+provider.use(async (ctx, next) => {
+  await next();
+  if (ctx.path !== TOKEN_PATH || ctx.status !== 200 || !tamperMode) return;
+  const body = ctx.body;
+  if (!body || typeof body !== 'object' || typeof body.id_token !== 'string') return;
+  const jwt = body.id_token;
+  const [h, p, sig] = jwt.split('.');
+  ctx.body = { ...body, id_token: await TAMPER[tamperMode](b64json(h), b64json(p), sig, jwt) };
+  process.stderr.write(`provider.mjs: tamper: id_token of the token response rewritten (${tamperMode})\n`);
 });
 
 provider.on('server_error', (_ctx, err) => process.stderr.write(`provider.mjs: server_error: ${err?.stack || err}\n`));

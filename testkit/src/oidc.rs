@@ -7,7 +7,9 @@
 //! consent is automatic, so a browser goes login -> redirect (`python/sso_login.py`). Each start
 //! makes a new RS256 signing key with a random `kid`: [`OidcProvider::rotate_key`] restarts the
 //! provider on the same port, which rotates the key (and forgets every session, code and token:
-//! its storage is in memory).
+//! its storage is in memory). [`OidcProvider::tamper`] makes it answer tampered ID tokens (a
+//! changed claim under the original signature, a wrong `aud`/`iss`/`nonce`, expired, `alg:
+//! none`, a stranger's key under its `kid`, an unverified e-mail), for the refusals end to end.
 //!
 //! Needs `TOLLGATE_TEST_OIDC_PROVIDER` (the directory holding `node_modules/oidc-provider`, else
 //! the repository's `.tools/oidc`) and a Node.js: `TOLLGATE_TEST_CONFORMANCE_NODE`, else
@@ -16,12 +18,14 @@
 //! ([`crate::skip`]: a failure under `TOLLGATE_TEST_REQUIRE_SERVICES=1`) and returns `None`.
 
 use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::gateway::free_port;
+use crate::http::request;
 use crate::services::skip;
 
 /// The oidc-provider major version the script is written for.
@@ -117,6 +121,41 @@ impl OidcProvider {
             self.port,
             &self.client,
             &self.log,
+        );
+    }
+
+    /// Fault injection: from now on, the `id_token` of every successful token response is
+    /// rewritten by `mode` (`None` stops it), until the next call; [`OidcProvider::rotate_key`]
+    /// forgets it (the process restarts). The modes, each wrong in exactly one way:
+    ///
+    /// - `"signature"`: `email` changed in the payload, the original header and signature kept;
+    /// - `"audience"`: `aud` = `"someone-else"`, re-signed with the provider's own key;
+    /// - `"issuer"`: `iss` = `"http://127.0.0.1:9"`, re-signed;
+    /// - `"expired"`: `exp` an hour ago, `iat` two hours ago, re-signed;
+    /// - `"nonce"`: `nonce` = `"not-the-one-sent"`, re-signed;
+    /// - `"alg_none"`: header `{"alg":"none"}`, empty signature part;
+    /// - `"other_key"`: signed RS256 by a freshly generated key under the provider's `kid`;
+    /// - `"unverified_email"`: `email_verified` = `false`, re-signed.
+    ///
+    /// Panics unless the provider answers 204 (an unknown mode is a 400).
+    pub async fn tamper(&self, mode: Option<&str>) {
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        let body = serde_json::to_vec(&serde_json::json!({ "mode": mode })).unwrap();
+        let r = request(
+            addr,
+            "POST",
+            "/__tamper",
+            &[("Content-Type", "application/json")],
+            &body,
+        )
+        .await;
+        assert_eq!(
+            r.status,
+            204,
+            "POST {}/__tamper {mode:?}: {}\n{}",
+            self.issuer,
+            r.text(),
+            self.log()
         );
     }
 
