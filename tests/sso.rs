@@ -6,9 +6,9 @@
 //! A first sign-in with an allowed domain makes the account and its membership; a wrong
 //! `state`, a used one, a replayed authorization code and a domain not allowed are refused
 //! with nothing created; the provider rotating its signing key is followed; an organization
-//! requiring SSO refuses a password session its access. (A tampered ID token (signature,
-//! audience, issuer, expiry, nonce) is refused by `tollgate_filters::oidc`, whose tests sign
-//! real tokens for each case.) Needs `oidc-provider` (`./dev test` installs it under
+//! requiring SSO refuses a password session its access; ID tokens tampered on their way (the
+//! provider's answer rewritten: signature, audience, issuer, expiry, nonce, `alg: none`, another
+//! key under its `kid`, an unverified e-mail) are refused with nothing made. Needs `oidc-provider` (`./dev test` installs it under
 //! `.tools/oidc`), Chromium and a Python with Playwright; without them the test says
 //! `SKIPPED: …`, and fails under `TOLLGATE_TEST_REQUIRE_SERVICES=1`.
 
@@ -246,6 +246,39 @@ async fn people_sign_in_through_the_organizations_openid_provider() {
         "{e}"
     );
     assert_eq!(accounts_with(&gw, &mallory).await, 0);
+
+    // Tampered ID tokens (the provider's answer rewritten, re-signed with its own key where the
+    // tampering is not the signature itself): each refused, nothing made.
+    for mode in [
+        "signature",
+        "audience",
+        "issuer",
+        "expired",
+        "nonce",
+        "alg_none",
+        "other_key",
+        "unverified_email",
+    ] {
+        let who = format!("{mode}-{}@acme.example", std::process::id());
+        let out = sign_in(&py, &chromium, &start, &who, true);
+        provider.tamper(Some(mode)).await;
+        let r = callback(
+            &gw,
+            out["callback_url"].as_str().unwrap(),
+            out["cookies"]["tg_sso"].as_str().unwrap(),
+        )
+        .await;
+        provider.tamper(None).await;
+        let e = r.error(403, "permission_error");
+        assert_eq!(accounts_with(&gw, &who).await, 0, "{mode}: {e}");
+        assert!(
+            !members(&gw, &owner_key, &org)
+                .await
+                .iter()
+                .any(|(m, _)| *m == who),
+            "{mode}"
+        );
+    }
 
     // The provider rotates its signing key: the next sign-in is verified with the new one.
     provider.rotate_key();
