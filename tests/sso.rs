@@ -161,9 +161,10 @@ async fn people_sign_in_through_the_organizations_openid_provider() {
             .await
             .error(400, "invalid_request");
     }
-    gw.api_as(&owner_key, "GET", &path, &json!({}))
-        .await
-        .error(404, "not_found");
+    // Before any settings: the redirect URI to register with the provider.
+    let r = gw.api_as(&owner_key, "GET", &path, &json!({})).await.json();
+    assert_eq!(r["configured"], false, "{r}");
+    assert_eq!(r["redirect_uri"], redirect.as_str());
     let r = gw.api_as(&owner_key, "PUT", &path, &settings).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(

@@ -114,7 +114,7 @@ struct SsoChange {
 
 fn settings_json(shared: &Shared, s: &SsoSettings) -> Value {
     let base = public_base(shared);
-    json!({"object": "organization.sso", "organization_id": s.org_id, "issuer": s.issuer,
+    json!({"object": "organization.sso", "organization_id": s.org_id, "configured": true, "issuer": s.issuer,
            "client_id": s.client_id, "allowed_domains": s.allowed_domains,
            "default_role": s.default_role.as_str(), "required": s.required,
            "login_url": format!("{base}/api/v1/sso/{}/start", s.org_id),
@@ -209,7 +209,8 @@ fn domains(list: &[String]) -> Result<Vec<String>, GatewayError> {
         .collect()
 }
 
-/// `GET /api/v1/orgs/{id}/sso`: the settings, without the secret (owner or admin).
+/// `GET /api/v1/orgs/{id}/sso`: the settings, without the secret (owner or admin); before
+/// any, `configured: false` with the redirect URI to register with the provider.
 pub async fn show(
     shared: &Shared,
     session: &mut Session,
@@ -218,13 +219,13 @@ pub async fn show(
     org: &str,
 ) -> Result<(), GatewayError> {
     access(shared, session, caller, org, Role::Admin).await?;
-    let Some(s) = shared.ledger()?.sso(org).await? else {
-        return Err(GatewayError::new(
-            ErrorKind::NotFound,
-            "this organization has no single sign-on",
-        ));
+    let body = match shared.ledger()?.sso(org).await? {
+        Some(s) => settings_json(shared, &s),
+        None => json!({"object": "organization.sso", "organization_id": org, "configured": false,
+                       "login_url": format!("{}/api/v1/sso/{org}/start", public_base(shared)),
+                       "redirect_uri": format!("{}/api/v1/sso/callback", public_base(shared))}),
     };
-    respond::json(session, ctx, 200, &settings_json(shared, &s), &[]).await;
+    respond::json(session, ctx, 200, &body, &[]).await;
     Ok(())
 }
 

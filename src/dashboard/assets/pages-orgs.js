@@ -387,9 +387,10 @@
       loaded = true;
       TG.replace(body, TG.loading());
       const res = await TG.api.get(`${orgPath(page.id)}/sso`);
-      const s = res.ok ? res.data : null;
-      if (!res.ok && res.status !== 404) TG.replace(status, TG.notice(`Could not load single sign-on: ${res.error}`, 'error'));
-      showUrls(s);
+      const s = res.ok && res.data && res.data.configured === true ? res.data : null;
+      if (!res.ok) TG.replace(status, TG.notice(`Could not load single sign-on: ${res.error}`, 'error'));
+      // The redirect URI is shown before the first save too: the provider needs it first.
+      showUrls(res.ok ? res.data : null);
       TG.replace(body, urls, formFor(s));
     });
     return { el: h('section', { class: 'card', id: 'org-sso-section' }, h('h2', { text: 'Single sign-on' }), status, details) };
