@@ -160,3 +160,84 @@ async fn each_tool_call_writes_one_access_log_line_and_other_methods_none() {
     );
     assert!(!unknown.contains("charged_micros=3000000"), "{unknown}");
 }
+
+/// An organization key's tool call (issue 51): charged to the organization's wallet, the
+/// developer paid its share, counted against the member's cap (402-refused as a JSON-RPC error
+/// once the cap cannot pay the price), the member's own account untouched.
+#[tokio::test]
+async fn an_organization_keys_calls_are_charged_to_the_organization_within_the_members_cap() {
+    let gw = gateway(MCP_OPEN).await;
+    let tools = FakeToolServer::start().await;
+    let slug = uniq("orgcall");
+    let (_dev, dev_key) = live_service(&gw, &slug, &tools.url(), 2).await;
+    let owner_email = unique_email();
+    let (_, owner_key) = gw.signup(&owner_email).await;
+    let r = api(
+        &gw,
+        "POST",
+        "/api/v1/orgs",
+        &owner_key,
+        &json!({"name": "Tools"}),
+    )
+    .await;
+    let org = r.json()["id"].as_str().unwrap().to_owned();
+    gw.admin_credits(&org, 10.0).await;
+    let r = api(
+        &gw,
+        "POST",
+        "/api/v1/keys",
+        &owner_key,
+        &json!({"name": "agent", "organization_id": org}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let key = r.json()["key"].as_str().unwrap().to_owned();
+    let owner_id = gw.me(&owner_key).await["user_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A cap of 5 credits a day: two calls of 2 fit, the third does not.
+    let cap = json!({"account_id": owner_id, "cap_credits": 5, "period": "day"});
+    let r = api(
+        &gw,
+        "PUT",
+        &format!("/api/v1/orgs/{org}/caps"),
+        &owner_key,
+        &cap,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (personal, dev_before) = (gw.balance(&owner_key).await, gw.balance(&dev_key).await);
+    let call = json!({"name": format!("{slug}__echo"), "arguments": {"text": "hi"}});
+    for _ in 0..2 {
+        let v = rpc(&gw, "/mcp", &key, "tools/call", call.clone()).await;
+        assert_eq!(v["result"]["content"][0]["text"], "hi", "{v}");
+    }
+    let v = rpc(&gw, "/mcp", &key, "tools/call", call).await;
+    let msg = v["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(msg.contains("member cap"), "{v}");
+    let o = api(
+        &gw,
+        "GET",
+        &format!("/api/v1/orgs/{org}"),
+        &owner_key,
+        &json!({}),
+    )
+    .await
+    .json();
+    assert_eq!(
+        micros(&o["credits"]),
+        6_000_000,
+        "two calls of 2 credits from 10: {o}"
+    );
+    assert_eq!(
+        gw.balance(&owner_key).await,
+        personal,
+        "the member's own account pays nothing"
+    );
+    // The developer's share of each call (2 credits at the default 80 %, rounded up).
+    assert!(gw.balance(&dev_key).await > dev_before);
+}
