@@ -335,6 +335,29 @@ async fn people_sign_in_through_the_organizations_openid_provider() {
             .contains("single sign-on"),
         "{e}"
     );
+    // Garbage at the callback: clear JSON errors, nothing made, the gateway unharmed.
+    let accounts_before = accounts_with(&gw, "garbage@acme.example").await;
+    for (path, status, kind) in [
+        ("/api/v1/sso/callback", 400, "invalid_request"),
+        ("/api/v1/sso/callback?code=x", 400, "invalid_request"),
+        (
+            "/api/v1/sso/callback?state=%zz&code=x",
+            400,
+            "invalid_request",
+        ),
+        (
+            "/api/v1/sso/callback?error=access_denied&state=x",
+            403,
+            "permission_error",
+        ),
+    ] {
+        let r = request(gw.addr, "GET", path, &[("Cookie", "tg_sso=x")], b"").await;
+        r.error(status, kind);
+    }
+    assert_eq!(
+        accounts_with(&gw, "garbage@acme.example").await,
+        accounts_before
+    );
     // Without settings, the start is 404; the gateway stays healthy throughout.
     get(gw.addr, "/api/v1/sso/org_nosuch/start")
         .await
