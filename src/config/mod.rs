@@ -18,11 +18,14 @@ pub mod oauth;
 pub mod plans;
 pub mod provider_tls;
 pub mod providers;
+pub mod request_log;
 pub mod responses;
 pub mod routing;
 pub mod server;
 pub mod storage;
+pub mod telemetry;
 pub mod timeouts;
+pub mod webhooks;
 
 pub use abuse::Abuse;
 pub use billing::Billing;
@@ -35,7 +38,9 @@ pub use responses::Responses;
 pub use routing::Routing;
 pub use server::Server;
 pub use storage::{FailureMode, Storage};
+pub use telemetry::Telemetry;
 pub use timeouts::Timeouts;
+pub use webhooks::Webhooks;
 
 /// The file as written.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -55,6 +60,8 @@ struct ConfigFile {
     abuse: abuse::AbuseSection,
     oauth: oauth::OAuthSection,
     routing: routing::RoutingSection,
+    telemetry: telemetry::TelemetrySection,
+    webhooks: webhooks::WebhooksSection,
 }
 
 /// A validated config: what the gateway runs on.
@@ -73,6 +80,8 @@ pub struct Config {
     pub responses: Responses,
     pub oauth: oauth::OAuth,
     pub routing: Routing,
+    pub telemetry: Telemetry,
+    pub webhooks: Webhooks,
 }
 
 pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigError>> {
@@ -126,6 +135,8 @@ fn validate(file: &ConfigFile) -> Result<Config, Vec<ConfigError>> {
         responses: file.responses.validate(&mut errs),
         oauth: file.oauth.validate(&mut errs),
         routing: file.routing.validate(&file.plans, &model_ids, &mut errs),
+        telemetry: file.telemetry.validate(&mut errs),
+        webhooks: file.webhooks.validate(&mut errs),
     };
     if errs.is_empty() {
         Ok(config)

@@ -21,6 +21,7 @@ use super::resume;
 pub use super::route::Forward;
 use super::stream::{self, Ran, Streamed};
 use crate::request::ctx::RequestCtx;
+use crate::request::timeline::Outcome;
 use crate::upstream::failover::{record_answered, record_failover, AttemptError, Failover};
 
 /// What an attempt served: a JSON reply to send, or a stream whose closing events wait.
@@ -83,6 +84,10 @@ pub async fn run(
                 },
                 body: body.clone(),
             };
+            let provider = &pool.provider.name;
+            let leg = ctx
+                .timeline
+                .begin(&model.id, provider, endpoint.url.authority(), false);
             let result = match f.req.stream {
                 true => stream_once(f, i, &attempt, session, ctx).await,
                 false => attempt.json(ctx, deadline).await.map(Reply::Json),
@@ -91,13 +96,26 @@ pub async fn run(
             match result {
                 Ok(reply) => {
                     record_answered(m, pool, &endpoint, "ok");
+                    // A stream that broke after its output and was not resumed ends with an
+                    // error event: its leg was cut.
+                    let outcome = match &ctx.error {
+                        Some(e) => Outcome::Cut(e.clone()),
+                        None => Outcome::Served,
+                    };
+                    ctx.timeline.end(leg, outcome);
                     return Ok(reply);
                 }
                 Err(AttemptError::Client(e)) => {
                     record_answered(m, pool, &endpoint, "rejected");
+                    ctx.timeline.end(leg, Outcome::Rejected(e.message.clone()));
                     return Err(e);
                 }
                 Err(AttemptError::Failover { reason, detail }) => {
+                    let outcome = Outcome::Failover {
+                        reason: reason.label(),
+                        detail: detail.clone(),
+                    };
+                    ctx.timeline.end(leg, outcome);
                     failures.tried = true;
                     failures.overloaded &= reason == Failover::Overloaded;
                     failures.last = record_failover(

@@ -27,6 +27,7 @@ use super::translate;
 use crate::config::ProviderKind;
 use crate::metering::legs::Legs;
 use crate::request::ctx::RequestCtx;
+use crate::request::timeline::Outcome;
 use crate::upstream::failover::{
     check_status, failover, record_answered, record_failover, AttemptError, Failover,
 };
@@ -85,6 +86,7 @@ pub async fn resume(
     let mut current: Option<Plan> = None;
     let mut resumes = 0;
     while let Some(broke) = r.failure.take() {
+        ctx.timeline.end_open(Outcome::Cut(broke.to_string()));
         let outcome = |o: &str| metrics.resumes.with_label_values(&[broke.label(), o]).inc();
         if resumes >= routing.max_resumes {
             outcome("limit");
@@ -207,6 +209,10 @@ async fn next_leg(
                 body: body.clone(),
             };
             let Some(a) = attempt(f, &plan) else { break };
+            let provider = &pool.provider.name;
+            let leg = ctx
+                .timeline
+                .begin(&model.id, provider, plan.endpoint.url.authority(), true);
             match open_leg(&a, r, ctx).await {
                 Ok(first) => {
                     record_answered(metrics, pool, &plan.endpoint, "ok");
@@ -219,6 +225,11 @@ async fn next_leg(
                     return Some(plan);
                 }
                 Err(AttemptError::Failover { reason, detail }) => {
+                    let outcome = Outcome::Failover {
+                        reason: reason.label(),
+                        detail: detail.clone(),
+                    };
+                    ctx.timeline.end(leg, outcome);
                     record_failover(
                         metrics,
                         pool,
@@ -233,6 +244,7 @@ async fn next_leg(
                     // A provider that refuses the continuation (a prefill it does not take):
                     // the next candidate may take it.
                     record_answered(metrics, pool, &plan.endpoint, "rejected");
+                    ctx.timeline.end(leg, Outcome::Rejected(e.message.clone()));
                     tracing::info!(request_id = %ctx.request_id, model = %model.id, "continuation refused: {e}");
                     break;
                 }

@@ -40,7 +40,10 @@ pub async fn settle(ctx: &mut RequestCtx, meter: &Meter<'_>) {
         hold_note: None,
         legs: ctx.resumed.as_ref(),
     };
-    if let Some(w) = charge.settle(meter, served).await {
+    let began = std::time::Instant::now();
+    let written = charge.settle(meter, served).await;
+    ctx.timeline.settlement = Some((began, std::time::Instant::now()));
+    if let Some(w) = written {
         ctx.charged = Some(w);
         ctx.set_header("X-Credits-Remaining", format_credits(w.balance));
     }

@@ -220,7 +220,7 @@ pub async fn first_output(
 async fn commit(
     r: &mut Relay,
     session: &mut Session,
-    ctx: &RequestCtx,
+    ctx: &mut RequestCtx,
     first: Vec<u8>,
 ) -> Result<(), AttemptError> {
     let Some(mut h) = respond::header(200, ctx, &[]) else {
@@ -236,6 +236,7 @@ async fn commit(
     if !session.is_http2() {
         let _ = h.insert_header("Transfer-Encoding", "chunked");
     }
+    ctx.timeline.output();
     r.gone = session.write_response_header(Box::new(h)).await.is_err()
         || !send(session, Bytes::from(first), false, r.write_limit).await;
     Ok(())

@@ -10,6 +10,7 @@ use crate::limits::in_flight::Slot;
 use crate::metering::charge::Charge;
 use crate::metering::legs::Legs;
 use crate::metering::Written;
+use crate::request::timeline::Timeline;
 
 /// The wire format the client speaks, which decides the shape of every answer, errors too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +85,8 @@ pub struct RequestCtx {
     /// Its slot under a `concurrent_requests` limit: given back when the context is dropped,
     /// at the end of the request whichever way it ends.
     pub slot: Option<Slot>,
+    /// When its upstream legs, first output and settlement happened.
+    pub timeline: Timeline,
 }
 
 static REQUEST_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -124,6 +127,7 @@ impl RequestCtx {
             charged: None,
             headers: Vec::new(),
             slot: None,
+            timeline: Timeline::default(),
         }
     }
 
