@@ -178,17 +178,35 @@ pub async fn dispatch(
             "this endpoint needs an API key: send Authorization: Bearer <API key>",
         ));
     }
+    let result = admit_and_run(shared, session, ctx, route, &caller, id).await;
+    // What reads the request at its end (its trace, its request-log record) names the key
+    // and its wallet; the caller is moved, not copied.
+    if let Caller::Key(key) = caller {
+        ctx.key = Some(Box::new(key));
+    }
+    result
+}
+
+/// Admits the request against its row's limit, then runs the row's handler.
+async fn admit_and_run(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    route: &Route,
+    caller: &Caller,
+    id: &str,
+) -> Result<(), GatewayError> {
     match route.limit {
         Limit::Free | Limit::PerToolCall => {}
-        Limit::Plan => caller::admit(shared, session, ctx, &caller).await?,
+        Limit::Plan => caller::admit(shared, session, ctx, caller).await?,
         Limit::Guests if matches!(caller, Caller::Guest) => {
-            caller::admit(shared, session, ctx, &caller).await?
+            caller::admit(shared, session, ctx, caller).await?
         }
         Limit::Guests => {}
         Limit::Signups => caller::admit_attempt(shared, session, ctx, "signup").await?,
         Limit::Logins => caller::admit_attempt(shared, session, ctx, "login").await?,
     }
-    table::run(route.handler, shared, session, ctx, &caller, id).await
+    table::run(route.handler, shared, session, ctx, caller, id).await
 }
 
 #[cfg(test)]

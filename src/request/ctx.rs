@@ -6,6 +6,7 @@ use std::time::Instant;
 use tollgate_filters::credits::Rates;
 use tollgate_filters::Usage;
 
+use crate::ledger::KeyAuth;
 use crate::limits::in_flight::Slot;
 use crate::metering::charge::Charge;
 use crate::metering::legs::Legs;
@@ -87,6 +88,9 @@ pub struct RequestCtx {
     pub slot: Option<Slot>,
     /// When its upstream legs, first output and settlement happened.
     pub timeline: Timeline,
+    /// The API key that called, once its handler has run (boxed: most of the context's
+    /// readers never look at it).
+    pub key: Option<Box<KeyAuth>>,
 }
 
 static REQUEST_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -128,6 +132,7 @@ impl RequestCtx {
             headers: Vec::new(),
             slot: None,
             timeline: Timeline::default(),
+            key: None,
         }
     }
 
