@@ -19,6 +19,20 @@ async fn count(gw: &Gateway, key: &str, query: &str) -> usize {
     r.json()["data"].as_array().unwrap().len()
 }
 
+/// Registers `url` until the answer is `status` (a reload takes a moment): the endpoint's id
+/// when made.
+async fn until_registered(gw: &Gateway, url: &str, status: u16) -> Option<String> {
+    let start = std::time::Instant::now();
+    loop {
+        let r = register(gw, &gw.key, json!({"url": url, "events": ["balance.low"]})).await;
+        if r.status == status {
+            return r.json()["id"].as_str().map(str::to_owned);
+        }
+        assert!(start.elapsed() < WAIT, "{}", r.text());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test]
 async fn private_addresses_are_refused_unless_allowed() {
     let fake = FakeOpenAi::start("p").await;
@@ -56,13 +70,13 @@ async fn private_addresses_are_refused_unless_allowed() {
         "[webhooks]\nallow_private_targets = true\nretry_base_ms = 200\nmax_backoff_secs = 1\n",
     );
     gw.reload_with(&allowing);
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let (id, _) = endpoint(&gw, &gw.key, &rx.url("/p"), &["balance.low"]).await;
+    let id = until_registered(&gw, &rx.url("/p"), 201).await.unwrap();
     gw.reload_with(&strict.replace(
         "[webhooks]\n",
         "[webhooks]\nretry_base_ms = 200\nmax_backoff_secs = 1\n",
     ));
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The reload has taken when a loopback URL is refused again.
+    until_registered(&gw, &rx.url("/q"), 400).await;
     let r = gw
         .api_as(
             &gw.key,
