@@ -80,7 +80,9 @@
 //! hold, and failover only across the model's own endpoints), [`models`] (the model lists,
 //! pricing and changelog), [`demo`] (the built-in demo provider), [`accounts`]
 //! (signup, login, sessions, keys, usage), [`orgs`] (organizations: a shared wallet that
-//! is an account of its own, members with roles, invitations), [`admin`] (the admin API), [`dashboard`] (the pricing page and the app, served by the gateway itself). The logic
+//! is an account of its own, members with roles, invitations), [`webhooks`] (events sent
+//! to customers' endpoints: registered, noticed off the request path, signed, delivered in
+//! order), [`admin`] (the admin API), [`dashboard`] (the pricing page and the app, served by the gateway itself). The logic
 //! that needs no I/O (validation, translation, SSE, routing, credit arithmetic, the Stripe
 //! signature, errors) lives in [`tollgate_filters`].
 #![forbid(unsafe_code)]
@@ -111,6 +113,7 @@ pub mod runtime;
 pub mod server;
 pub mod tool_servers;
 pub mod upstream;
+pub mod webhooks;
 
 /// The tours cannot drift: every `pub mod` of a crate root and of `ledger` is named in its
 /// module doc as an intra-doc link, and every file under `src/` is named in the README's

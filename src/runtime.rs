@@ -71,6 +71,8 @@ pub struct Shared {
     pub mcp: crate::tool_servers::cache::McpCache,
     /// Stored responses waiting for their grouped commit (`POST /v1/responses`).
     pub stored_responses: Arc<crate::ledger::responses::ResponseQueue>,
+    /// Events sent to customers: which wallets have endpoints, the queue off the request path.
+    pub webhooks: crate::webhooks::Events,
 }
 
 impl Shared {
@@ -79,6 +81,8 @@ impl Shared {
         let instance = crate::auth::random_id(10).unwrap_or_else(|_| "instance".into());
         let metrics = Metrics::new();
         let keys = KeyCache::new(metrics.key_lookups.clone());
+        let webhooks =
+            crate::webhooks::Events::new(runtime.config.webhooks.queue_capacity, &metrics.registry);
         Arc::new(Shared {
             runtime: ArcSwap::from_pointee(runtime),
             config_path,
@@ -115,6 +119,7 @@ impl Shared {
             ),
             mcp: crate::tool_servers::cache::McpCache::default(),
             stored_responses: Arc::default(),
+            webhooks,
         })
     }
 
@@ -137,6 +142,7 @@ impl Shared {
             metrics: &self.metrics,
             unsettled: &self.unsettled,
             hold_ttl: self.storage.hold_ttl,
+            events: &self.webhooks,
         })
     }
 }

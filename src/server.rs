@@ -27,6 +27,7 @@ use crate::background::reload::ReloadService;
 use crate::background::tool_lists::ToolListService;
 use crate::background::unsettled::UnsettledService;
 use crate::background::upgrades::UpgradeService;
+use crate::background::webhooks::WebhookService;
 use crate::config::Config;
 use crate::proxy::capacity::Gate;
 use crate::proxy::handover;
@@ -179,6 +180,10 @@ fn add_background_services(server: &mut Server, shared: Arc<Shared>) {
     server.add_service(background_service(
         "hold reaper",
         ReaperService(shared.clone()),
+    ));
+    server.add_service(background_service(
+        "webhooks",
+        WebhookService(shared.clone()),
     ));
     server.add_service(background_service("ledger", LedgerService(shared)));
 }

@@ -54,6 +54,8 @@
 //! - [`oidc`]: organizations' single sign-on: OpenID discovery, JWKS, ID tokens, PKCE, domains.
 //! - [`stripe`]: the webhook signature check (the clock passed in), the form encoding of API
 //!   requests, and the event fields the webhook reads.
+//! - [`webhook`]: events sent to customers: their names, the signature of each delivery and
+//!   its check, the retry schedule, the budget percentages a charge crosses.
 #![forbid(unsafe_code)]
 
 pub mod anthropic;
@@ -78,6 +80,7 @@ pub mod stripe;
 pub mod time;
 pub mod tokens;
 pub mod translator;
+pub mod webhook;
 
 pub use error::{ErrorKind, GatewayError};
 

@@ -6,7 +6,8 @@
 //! in-process rate-limit counters ([`limiter_sweep`]), the renewal of this instance's slots
 //! under in-flight limits ([`in_flight`]), the refresh of tool servers' tool
 //! lists ([`tool_lists`]) and of providers' addresses ([`names`]), and the handover of the
-//! listening sockets to an instance replacing this one ([`upgrades`]).
+//! listening sockets to an instance replacing this one ([`upgrades`]); events sent to
+//! customers, checked and delivered ([`webhooks`]).
 
 pub mod counters;
 pub mod health;
@@ -20,6 +21,7 @@ pub mod reload;
 pub mod tool_lists;
 pub mod unsettled;
 pub mod upgrades;
+pub mod webhooks;
 
 use std::time::Duration;
 

@@ -34,6 +34,7 @@ const PAGES: &[&str] = &[
     "apps",
     "orgs",
     "join",
+    "webhooks",
 ];
 
 struct Asset {
@@ -67,6 +68,7 @@ const ASSETS: &[Asset] = &[
     asset!("pages-ops.js", JS),
     asset!("pages-oauth.js", JS),
     asset!("pages-orgs.js", JS),
+    asset!("pages-webhooks.js", JS),
     asset!("app.js", JS),
 ];
 

@@ -31,8 +31,9 @@
 //! transaction on one server connection), [`breaker`] (the circuit that fails requests at once while the store is down), [`accounts`], [`keys`], [`sessions`], [`credits`] (holds and settlement, the
 //! reaper), [`leases`] (credit-lease rounds), [`usage`], [`legs`] (a resumed stream's legs), [`mcp`] (tool servers and their
 //! developers' earnings), [`orgs`] (organizations, their members and invitations), [`sso`] (their single sign-on), [`payments`] (checkouts, payment history, anonymous accounts and their
-//! assignment), [`responses`] (stored Responses API replies) and [`payment_events`] (each Stripe webhook event applied once, in one
-//! transaction with its record).
+//! assignment), [`responses`] (stored Responses API replies), [`payment_events`] (each Stripe webhook event applied once, in one
+//! transaction with its record) and [`webhooks`] (events sent to customers: endpoints, each
+//! event written once, the outbox of deliveries in order per endpoint).
 
 pub mod accounts;
 pub mod breaker;
@@ -50,6 +51,7 @@ pub mod sessions;
 pub mod sso;
 pub mod store;
 pub mod usage;
+pub mod webhooks;
 
 pub use accounts::Account;
 pub use credits::{Settled, Settlement, ToolCharge};

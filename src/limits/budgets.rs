@@ -61,7 +61,7 @@ redis.call('HINCRBY', KEYS[1], 'held', new - cur)
 return 1
 "#;
 
-/// Ends hold ARGV[1], adding ARGV[2] to `spent`. A hash that is gone (Redis lost it) is left
+/// Ends hold ARGV[1], adding ARGV[2] to `spent`; returns what is spent now. A hash that is gone (Redis lost it) is left
 /// for the next reservation to seed from the ledger, which then holds this charge.
 const SETTLE: &str = r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -69,8 +69,7 @@ local cur = tonumber(redis.call('HGET', KEYS[1], 'h:' .. ARGV[1]) or '0')
 redis.call('HDEL', KEYS[1], 'h:' .. ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HINCRBY', KEYS[1], 'held', -cur)
-redis.call('HINCRBY', KEYS[1], 'spent', ARGV[2])
-return 1
+return redis.call('HINCRBY', KEYS[1], 'spent', ARGV[2])
 "#;
 
 /// A period's hash outlives the period by a day, and an idle lifetime one is seeded again.
@@ -84,7 +83,17 @@ pub struct Reserved {
     request_id: String,
     pub amount: i64,
     cap: i64,
+    period: Period,
     in_redis: bool,
+}
+
+impl Reserved {
+    /// Whose budget it holds (the counters' name, `{key}:{period start}` or
+    /// `member:{org}:{account}:{period start}`), its cap and period: what a threshold event
+    /// tells.
+    pub fn subject(&self) -> (&str, i64, Period) {
+        (&self.ident, self.cap, self.period)
+    }
 }
 
 /// What a reservation decided.
@@ -218,6 +227,7 @@ impl Budgets {
                 request_id: ask.request_id.to_owned(),
                 amount,
                 cap: ask.cap,
+                period: ask.period,
                 in_redis,
             })
         };
@@ -342,28 +352,31 @@ impl Budgets {
     }
 
     /// Ends a reservation: `charged` is added to what the key spent, the hold released.
-    pub async fn settle(&self, c: &Counters<'_>, r: Reserved, charged: i64) {
+    /// Returns what the key (or member) has spent in the period now, when the counters said.
+    pub async fn settle(&self, c: &Counters<'_>, r: Reserved, charged: i64) -> Option<i64> {
         if !r.in_redis {
-            if let Ok(mut map) = self.local.lock() {
-                if let Some(l) = map.get_mut(&r.ident) {
-                    let held = l.holds.remove(&r.request_id).unwrap_or(0);
-                    l.held -= held;
-                    l.spent += charged;
-                }
-            }
-            return;
+            let mut map = self.local.lock().ok()?;
+            let l = map.get_mut(&r.ident)?;
+            let held = l.holds.remove(&r.request_id).unwrap_or(0);
+            l.held -= held;
+            l.spent += charged;
+            return Some(l.spent);
         }
         let Ok(Some((conn, prefix))) = c.redis() else {
             tracing::error!(request_id = %r.request_id, charged, "could not count a charge against the key's budget: Redis is not connected");
-            return;
+            return None;
         };
         let (h, z) = keys(&prefix, &r.ident);
         let mut inv = self.settle.prepare_invoke();
         inv.key(&h).key(&z).arg(&r.request_id).arg(charged);
-        if let Err(Unavailable(e)) = c.timed::<i64>(inv.invoke_async(&mut conn.clone())).await {
-            // Its hold expires with the credit hold; the charge is in the ledger, which seeds
-            // the hash again if Redis lost it.
-            tracing::error!(request_id = %r.request_id, charged, "could not count a charge against the key's budget: {e}");
+        match c.timed::<i64>(inv.invoke_async(&mut conn.clone())).await {
+            Ok(spent) => Some(spent),
+            Err(Unavailable(e)) => {
+                // Its hold expires with the credit hold; the charge is in the ledger, which
+                // seeds the hash again if Redis lost it.
+                tracing::error!(request_id = %r.request_id, charged, "could not count a charge against the key's budget: {e}");
+                None
+            }
         }
     }
 

@@ -57,6 +57,9 @@ pub async fn admin_move(
         })?;
     shared.mcp.invalidate();
     shared
+        .webhooks
+        .tool_server_moved(&s.owner_id, slug, (current.status, to), now);
+    shared
         .metrics
         .mcp_events
         .with_label_values(&[slug, action.as_str()])

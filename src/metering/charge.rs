@@ -218,6 +218,7 @@ impl Charge {
             false => served.cost(),
         };
         let account = served.legs.map(|_| self.hold.account_id.clone());
+        let watched = meter.events.watched_wallet(&self.hold.account_id);
         let written = settle(meter, self.hold, &served, capped).await;
         if let (Some(legs), Some(account)) = (served.legs, account) {
             let rows = legs.rows(served.request_id, &account, crate::clock::now_ms());
@@ -228,7 +229,8 @@ impl Charge {
             }
         }
         let used = i64::try_from(served.usage.total()).unwrap_or(i64::MAX);
-        settle_limits(meter, self.reserved, self.tokens, written, owed, used).await;
+        let limits = (self.reserved, self.tokens);
+        settle_limits(meter, limits, written, (owed, used), watched.as_deref()).await;
         written
     }
 
@@ -247,30 +249,41 @@ impl Charge {
             (Some(r), true) => r.amount,
             _ => 0,
         };
+        let watched = meter.events.watched_wallet(&self.hold.account_id);
         let written = tool::settle(meter, self.hold, call, succeeded, status, latency_ms).await;
-        settle_limits(meter, self.reserved, self.tokens, written, owed, 0).await;
+        let limits = (self.reserved, self.tokens);
+        settle_limits(meter, limits, written, (owed, 0), watched.as_deref()).await;
         written
     }
 }
 
 /// The one settlement of a charge's limits: what it holds of its key's budget and member's
 /// cap becomes what was charged (`owed` while the settlement waits for the ledger: it is owed, and counted),
-/// and its tokens-per-minute estimate becomes the `used` tokens.
+/// and its tokens-per-minute estimate becomes the `used` tokens. A `watched` wallet's
+/// charge is noticed for the events sent to customers (budgets crossed, the balance).
 async fn settle_limits(
     meter: &Meter<'_>,
-    reserved: Vec<Reserved>,
-    tokens: Option<Counted>,
+    (reserved, tokens): (Vec<Reserved>, Option<Counted>),
     written: Option<Written>,
-    owed: i64,
-    used: i64,
+    (owed, used): (i64, i64),
+    watched: Option<&str>,
 ) {
     let charged = written.map_or(owed, |w| w.charged);
     for r in reserved {
-        meter
+        let subject = watched
+            .map(|_| r.subject())
+            .map(|(i, c, p)| (i.to_owned(), c, p));
+        let spent = meter
             .limiter
             .budgets
             .settle(&meter.limiter.counters(), r, charged)
             .await;
+        if let (Some(w), Some(s), Some(spent)) = (watched, subject, spent) {
+            meter.events.budget_counted(w, s, spent, charged);
+        }
+    }
+    if let Some(w) = watched {
+        meter.events.charged(w);
     }
     if let Some(t) = tokens {
         meter

@@ -78,6 +78,8 @@ pub struct Meter<'a> {
     pub unsettled: &'a unsettled::Unsettled,
     /// A hold of its own expires (and the reaper refunds it) after this long.
     pub hold_ttl: Duration,
+    /// Events sent to customers: a watched wallet's charge is noticed here.
+    pub events: &'a crate::webhooks::Events,
 }
 
 /// A placed hold, carried with the request until settlement.

@@ -62,6 +62,7 @@ pub async fn webhook(
     if let Some(a) = &account {
         // The plan may have changed: this instance's next request for it reads it anew.
         shared.keys.evict_account(a);
+        shared.webhooks.payment_applied(a, id);
     }
     tracing::info!(event = %id, r#type = %ty, duplicate, "stripe event: {outcome}");
     let v = json!({"received": true, "id": id, "duplicate": duplicate, "outcome": outcome});

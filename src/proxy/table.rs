@@ -20,7 +20,9 @@ use crate::mcp::endpoint::MCP;
 use crate::models::Listing;
 use crate::request::ctx::{Door, RequestCtx, OWN};
 use crate::runtime::Shared;
-use crate::{accounts, admin, dashboard, demo, fronts, mcp, models, oauth, orgs, payments};
+use crate::{
+    accounts, admin, dashboard, demo, fronts, mcp, models, oauth, orgs, payments, webhooks,
+};
 use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Mcp, Open};
 use Limit::{Free, Guests, Logins, PerToolCall, Plan, Signups};
 
@@ -310,6 +312,24 @@ routes! {
         => oauth::grants::list(shared, session, ctx, caller).await;
     OAuthRevokeGrant: "DELETE" "/api/v1/oauth/grants/{id}", (KeyOrSession, Free, OWN), "api"
         => oauth::grants::revoke(shared, session, ctx, caller, id).await;
+    // Events sent to customers' endpoints (src/webhooks): an account's own or an
+    // organization's (owners and admins).
+    Webhooks: "GET" "/api/v1/webhooks", (KeyOrSession, Free, OWN), "api"
+        => webhooks::api::list(shared, session, ctx, caller).await;
+    CreateWebhook: "POST" "/api/v1/webhooks", (KeyOrSession, Free, OWN), "api"
+        => webhooks::api::create(shared, session, ctx, caller).await;
+    Webhook: "GET" "/api/v1/webhooks/{id}", (KeyOrSession, Free, OWN), "api"
+        => webhooks::api::get(shared, session, ctx, caller, id).await;
+    UpdateWebhook: "PATCH" "/api/v1/webhooks/{id}", (KeyOrSession, Free, OWN), "api"
+        => webhooks::api::update(shared, session, ctx, caller, id).await;
+    DeleteWebhook: "DELETE" "/api/v1/webhooks/{id}", (KeyOrSession, Free, OWN), "api"
+        => webhooks::api::delete(shared, session, ctx, caller, id).await;
+    TestWebhook: "POST" "/api/v1/webhooks/{id}/test", (KeyOrSession, Free, OWN), "api"
+        => webhooks::api::test(shared, session, ctx, caller, id).await;
+    WebhookDeliveries: "GET" "/api/v1/webhooks/{id}/deliveries", (KeyOrSession, Free, OWN), "api"
+        => webhooks::api::deliveries(shared, session, ctx, caller, id).await;
+    RotateWebhookSecret: "POST" "/api/v1/webhooks/{id}/rotate_secret", (KeyOrSession, Free, OWN), "api"
+        => webhooks::api::rotate_secret(shared, session, ctx, caller, id).await;
     McpAll: "POST" "/mcp", (Mcp, PerToolCall, MCP), "mcp"
         => mcp::endpoint::handle(shared, session, ctx, caller, None).await;
     McpOne: "POST" "/mcp/{id}", (Mcp, PerToolCall, MCP), "mcp"

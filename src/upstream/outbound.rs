@@ -28,9 +28,32 @@ pub async fn call(
     body: &[u8],
     (timeout, max): (Duration, usize),
 ) -> Result<Reply, String> {
+    call_at(
+        shared,
+        who,
+        None,
+        (method, url),
+        headers,
+        body,
+        (timeout, max),
+    )
+    .await
+}
+
+/// [`call`], connecting to `addr` when given (an address already resolved and checked, as a
+/// webhook delivery's is) instead of resolving the URL's host again.
+pub async fn call_at(
+    shared: &Shared,
+    who: &str,
+    addr: Option<std::net::SocketAddr>,
+    (method, url): (&str, &str),
+    headers: &[(&str, &str)],
+    body: &[u8],
+    (timeout, max): (Duration, usize),
+) -> Result<Reply, String> {
     match tokio::time::timeout(
         timeout,
-        exchange(shared, who, method, url, headers, body, timeout, max),
+        exchange(shared, who, addr, method, url, headers, body, timeout, max),
     )
     .await
     {
@@ -43,6 +66,7 @@ pub async fn call(
 async fn exchange(
     shared: &Shared,
     who: &str,
+    addr: Option<std::net::SocketAddr>,
     method: &str,
     url: &str,
     headers: &[(&str, &str)],
@@ -53,11 +77,14 @@ async fn exchange(
     // The path and query after the authority; `EndpointUrl` keeps a base path only.
     let (base, path) = split(url).ok_or_else(|| format!("{who}: not an http(s) URL"))?;
     let url = EndpointUrl::parse(base).map_err(|e| format!("{who}: {e}"))?;
-    let addr = tokio::net::lookup_host((url.host.as_str(), url.port))
-        .await
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| format!("cannot resolve {}", url.host))?;
+    let addr = match addr {
+        Some(a) => a,
+        None => tokio::net::lookup_host((url.host.as_str(), url.port))
+            .await
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| format!("cannot resolve {}", url.host))?,
+    };
     let sni = if url.tls {
         url.host.clone()
     } else {

@@ -18,6 +18,8 @@
 //!   `mcp` 2.x SDK, directly and through the gateway (with a forwarder adding the key).
 //! - [`stripe`]: [`FakeStripe`], the Stripe API's Checkout, line items and Billing Portal, and
 //!   webhook events signed with Stripe's scheme ([`stripe::sign`]).
+//! - [`receiver`]: [`Receiver`], a customer's webhook receiver recording every delivery, to
+//!   answer 503 or take down and bring back on its port.
 //! - [`redis`]: [`PrivateRedis`], a `redis-server` of a test's own, to kill and bring back.
 //! - [`postgres`]: [`PrivatePostgres`], a Postgres cluster of a test's own, to stop and start
 //!   again.
@@ -56,6 +58,7 @@ pub mod oidc;
 pub mod openai;
 pub mod pgbouncer;
 pub mod postgres;
+pub mod receiver;
 pub mod redis;
 pub mod responses;
 pub mod scenarios;
@@ -76,6 +79,7 @@ pub use mcp::{FakeToolServer, ToolMode, VERBATIM_RESULT};
 pub use oidc::OidcProvider;
 pub use openai::{user, FakeOpenAi, FakeOpenAiBuilder, Mode, Recorded};
 pub use postgres::PrivatePostgres;
+pub use receiver::{Delivery, Receiver};
 pub use redis::PrivateRedis;
 pub use services::{
     claude_code, codex, database_url, gemini_cli, python_mcp2, python_with, redis_url,

@@ -19,6 +19,7 @@
     '/dashboard/apps': ['apps', 'Connected apps', true],
     '/dashboard/orgs': ['orgs', 'Organizations', true],
     '/dashboard/join': ['join', 'Join an organization', true],
+    '/dashboard/webhooks': ['webhooks', 'Webhooks', true],
   };
   const NAV = [
     ['/dashboard', 'Overview'],
@@ -28,6 +29,7 @@
     ['/dashboard/developer', 'Developer'],
     ['/dashboard/apps', 'Connected apps'],
     ['/dashboard/orgs', 'Organizations'],
+    ['/dashboard/webhooks', 'Webhooks'],
   ];
 
   // Pages whose query is what the visitor came for: kept through logging in or signing up.
