@@ -40,7 +40,13 @@ async fn private_addresses_are_refused_unless_allowed() {
         "{}[webhooks]\npoll_interval_ms = 100\n",
         one_model_config(&fake, "m")
     );
-    let gw = Gateway::start(tollgate_bin!(), &strict).await;
+    // A ledger of its own: on a shared one, another test's gateway (loopback allowed) could
+    // claim this endpoint's delivery, as any instance of one deployment may.
+    let opts = Opts {
+        embedded: true,
+        ..Opts::default()
+    };
+    let gw = Gateway::start_opts(tollgate_bin!(), &strict, opts).await;
     for url in [
         "http://127.0.0.1:9/x",
         "http://localhost/x",
