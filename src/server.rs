@@ -180,6 +180,10 @@ fn add_background_services(server: &mut Server, shared: Arc<Shared>) {
         "hold reaper",
         ReaperService(shared.clone()),
     ));
+    server.add_service(background_service(
+        "request log",
+        crate::request_log::writer::RequestLogService(shared.clone()),
+    ));
     server.add_service(background_service("ledger", LedgerService(shared)));
 }
 
