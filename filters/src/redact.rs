@@ -82,7 +82,10 @@ mod tests {
             REDACTED,
             "one run of base62"
         );
-        assert_eq!(redact(&format!("{KEY} {KEY}"), &[]), "[redacted] [redacted]");
+        assert_eq!(
+            redact(&format!("{KEY} {KEY}"), &[]),
+            "[redacted] [redacted]"
+        );
     }
 
     #[test]
@@ -96,7 +99,10 @@ mod tests {
 
     #[test]
     fn provider_keys_are_taken_out_and_short_ones_ignored() {
-        let r = redact("a sk-live-secret-123 and sk-live-secret-123.", &["sk-live-secret-123", "ab"]);
+        let r = redact(
+            "a sk-live-secret-123 and sk-live-secret-123.",
+            &["sk-live-secret-123", "ab"],
+        );
         assert_eq!(r, "a [redacted] and [redacted].");
         assert_eq!(redact("ab cd", &["ab"]), "ab cd");
     }

@@ -136,9 +136,10 @@ fn set(q: &mut Query, name: &str, value: String, of: Of) -> Result<(), GatewayEr
                 })?
         }
         ("cursor", _) => {
-            q.cursor = Some(Cursor::decode(&value).ok_or_else(|| {
-                bad(name, "is not a cursor this listing gave (its next_cursor)")
-            })?)
+            q.cursor =
+                Some(Cursor::decode(&value).ok_or_else(|| {
+                    bad(name, "is not a cursor this listing gave (its next_cursor)")
+                })?)
         }
         ("format", _) => {
             q.format = match value.as_str() {
@@ -252,7 +253,10 @@ mod tests {
         assert_eq!(q.format, Format::JsonLines);
         assert_eq!(q.organization_id.as_deref(), Some("org_1"));
         let c = q.cursor.unwrap();
-        assert_eq!((c.created_at, c.request_id.as_str()), (1_767_300_000_000, "req_00ab"));
+        assert_eq!(
+            (c.created_at, c.request_id.as_str()),
+            (1_767_300_000_000, "req_00ab")
+        );
         assert_eq!(Cursor::decode(&c.encode()), Some(c));
         assert_eq!(ok("status=402").status, Some(Status::Code(402)));
         assert_eq!(ok("").limit, DEFAULT_LIMIT);
@@ -285,7 +289,10 @@ mod tests {
         assert!(err("organization_id=o", Of::Operator).starts_with("organization_id: "));
         assert!(err("", Of::Operator).starts_with("account_id: "));
         assert_eq!(
-            parse(Some("account_id=u_1"), Of::Operator).unwrap().account_id.as_deref(),
+            parse(Some("account_id=u_1"), Of::Operator)
+                .unwrap()
+                .account_id
+                .as_deref(),
             Some("u_1")
         );
     }

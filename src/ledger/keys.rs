@@ -222,7 +222,9 @@ impl Ledger {
             ),
             (
                 "log_payloads",
-                change.log_payloads.map(|on| Value::Int(Some(i64::from(on)))),
+                change
+                    .log_payloads
+                    .map(|on| Value::Int(Some(i64::from(on)))),
             ),
         ];
         on_pool!(self, p => {

@@ -141,7 +141,9 @@ async fn visible(
         return Ok(false);
     }
     match crate::orgs::access(shared, session, caller, &row.account_id, Role::Member).await {
-        Ok((account, role)) => Ok(role > Role::Member || row.member_id.as_deref() == Some(&account)),
+        Ok((account, role)) => {
+            Ok(role > Role::Member || row.member_id.as_deref() == Some(&account))
+        }
         Err(e) if e.kind == ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),
     }

@@ -29,7 +29,13 @@ pub fn opts() -> Opts {
 }
 
 /// A chat request of `key` with `content` as its prompt: (status, request id, response).
-pub async fn chat(gw: &Gateway, key: &str, model: &str, content: &str, stream: bool) -> (u16, String, Response) {
+pub async fn chat(
+    gw: &Gateway,
+    key: &str,
+    model: &str,
+    content: &str,
+    stream: bool,
+) -> (u16, String, Response) {
     let body = json!({"model": model, "messages": openai::user(content), "max_tokens": 50, "stream": stream});
     let r = gw.chat_as(Some(key), &body).await;
     let id = r.header("x-request-id").unwrap_or_default().to_owned();
@@ -51,19 +57,25 @@ pub async fn new_key(gw: &Gateway, key: &str, body: Value) -> (String, String) {
 pub async fn record(gw: &Gateway, key: &str, id: &str) -> Value {
     let start = Instant::now();
     loop {
-        let r = gw.api_as(key, "GET", &format!("/api/v1/requests/{id}"), &json!({})).await;
+        let r = gw
+            .api_as(key, "GET", &format!("/api/v1/requests/{id}"), &json!({}))
+            .await;
         if r.status == 200 {
             return r.json();
         }
         assert_eq!(r.status, 404, "{}", r.text());
-        assert!(start.elapsed() < Duration::from_secs(10), "no record of {id}");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no record of {id}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
 /// `GET /api/v1/requests?{query}` as `key`.
 pub async fn list(gw: &Gateway, key: &str, query: &str) -> Response {
-    gw.api_as(key, "GET", &format!("/api/v1/requests?{query}"), &json!({})).await
+    gw.api_as(key, "GET", &format!("/api/v1/requests?{query}"), &json!({}))
+        .await
 }
 
 /// The ids of a listing's page.
@@ -82,13 +94,29 @@ pub async fn stored_text(url: &str, account: &str) -> String {
     let rows: Vec<String> = if url.starts_with("sqlite:") {
         let p = sqlx::SqlitePool::connect(url).await.unwrap();
         let rows = sqlx::query(sql).bind(account).fetch_all(&p).await.unwrap();
-        let out = rows.iter().map(|r| (0..5).map(|i| r.get::<String, _>(i)).collect::<Vec<_>>().join("|")).collect();
+        let out = rows
+            .iter()
+            .map(|r| {
+                (0..5)
+                    .map(|i| r.get::<String, _>(i))
+                    .collect::<Vec<_>>()
+                    .join("|")
+            })
+            .collect();
         p.close().await;
         out
     } else {
         let p = sqlx::PgPool::connect(url).await.unwrap();
         let rows = sqlx::query(sql).bind(account).fetch_all(&p).await.unwrap();
-        let out = rows.iter().map(|r| (0..5).map(|i| r.get::<String, _>(i)).collect::<Vec<_>>().join("|")).collect();
+        let out = rows
+            .iter()
+            .map(|r| {
+                (0..5)
+                    .map(|i| r.get::<String, _>(i))
+                    .collect::<Vec<_>>()
+                    .join("|")
+            })
+            .collect();
         p.close().await;
         out
     };

@@ -23,7 +23,10 @@ async fn own_ledger() -> String {
                 .as_nanos();
             let name = format!("tollgate_rl_{}_{nanos}", std::process::id());
             let pool = sqlx::PgPool::connect(&url).await.unwrap();
-            sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.unwrap();
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(&pool)
+                .await
+                .unwrap();
             pool.close().await;
             let base = url.split('?').next().unwrap();
             let root = &base[..base.rfind('/').unwrap()];
@@ -41,7 +44,10 @@ async fn later(cfg: &str, db: &str, days: i64) -> Gateway {
         storage: "hold_reap_interval_secs = 0.2".into(),
         env: vec![
             ("RL_TEST_PROVIDER_KEY".into(), PROVIDER_KEY.into()),
-            ("TOLLGATE_CLOCK_OFFSET_MS".into(), (days * DAY_MS).to_string()),
+            (
+                "TOLLGATE_CLOCK_OFFSET_MS".into(),
+                (days * DAY_MS).to_string(),
+            ),
         ],
         ..Opts::default()
     };
@@ -50,7 +56,14 @@ async fn later(cfg: &str, db: &str, days: i64) -> Gateway {
 
 /// The record as the operator reads it (`None`: gone).
 async fn admin_record(gw: &Gateway, id: &str) -> Option<Value> {
-    let r = gw.api_as(ADMIN_TOKEN, "GET", &format!("/api/v1/admin/requests/{id}"), &json!({})).await;
+    let r = gw
+        .api_as(
+            ADMIN_TOKEN,
+            "GET",
+            &format!("/api/v1/admin/requests/{id}"),
+            &json!({}),
+        )
+        .await;
     match r.status {
         200 => Some(r.json()),
         404 => None,
@@ -75,28 +88,49 @@ async fn payloads_go_after_their_retention_and_records_after_theirs() {
         model("m", "p", "economy", ""),
     );
     let db = own_ledger().await;
-    let o = Opts { database_url: Some(db.clone()), ..opts() };
+    let o = Opts {
+        database_url: Some(db.clone()),
+        ..opts()
+    };
     let gw = Gateway::start_opts(tollgate_bin!(), &cfg, o).await;
     let key = gw.key.clone();
-    let v = gw.api_as(&key, "PATCH", "/api/v1/auth/me", &json!({"log_payloads": true})).await;
+    let v = gw
+        .api_as(
+            &key,
+            "PATCH",
+            "/api/v1/auth/me",
+            &json!({"log_payloads": true}),
+        )
+        .await;
     assert_eq!(v.status, 200, "{}", v.text());
     let (_, id, _) = chat(&gw, &key, "m", "kept a week", false).await;
     let r = record(&gw, &key, &id).await;
-    assert!(r["request_body"].as_str().unwrap().contains("kept a week"), "{r}");
+    assert!(
+        r["request_body"].as_str().unwrap().contains("kept a week"),
+        "{r}"
+    );
 
     // Eight days on: the payloads are gone, the record stays.
     let week = later(&cfg, &db, 8).await;
     until("payloads nulled after 7 days", async || {
-        admin_record(&week, &id).await.is_some_and(|r| r["payload_stored"] == false)
+        admin_record(&week, &id)
+            .await
+            .is_some_and(|r| r["payload_stored"] == false)
     })
     .await;
     let r = admin_record(&week, &id).await.unwrap();
-    assert!(r["request_body"].is_null() && r["response_body"].is_null(), "{r}");
+    assert!(
+        r["request_body"].is_null() && r["response_body"].is_null(),
+        "{r}"
+    );
     assert_eq!(r["status"], 200);
     drop(week);
 
     // Thirty-one days on: the record is gone.
     let month = later(&cfg, &db, 31).await;
-    until("records deleted after 30 days", async || admin_record(&month, &id).await.is_none()).await;
+    until("records deleted after 30 days", async || {
+        admin_record(&month, &id).await.is_none()
+    })
+    .await;
     assert!(admin_record(&gw, &id).await.is_none());
 }
