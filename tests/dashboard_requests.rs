@@ -68,12 +68,18 @@ async fn a_request_is_listed_and_opened_with_its_legs_and_payload_in_a_real_brow
     .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("dashboard_requests.py:\n{stdout}\n{stderr}\nscreenshots in {}", shots.display());
+    println!(
+        "dashboard_requests.py:\n{stdout}\n{stderr}\nscreenshots in {}",
+        shots.display()
+    );
     assert!(
         out.status.success(),
         "the requests journey failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}\ngateway log:\n{}",
         out.status,
         gw.log()
     );
-    assert!(stdout.contains("dashboard_requests: all passed"), "{stdout}");
+    assert!(
+        stdout.contains("dashboard_requests: all passed"),
+        "{stdout}"
+    );
 }

@@ -26,8 +26,10 @@ pub fn redact(text: &str, secrets: &[&str]) -> String {
     out
 }
 
-/// `tg_` followed by at least [`MIN_KEY_TAIL`] base62 characters, not inside a longer word;
-/// the run taken includes `_`, so that keys written one after another go as one.
+/// `tg_` followed by at least [`MIN_KEY_TAIL`] base62 characters, wherever it stands (a key
+/// glued to the text before it too: a word that happens to end in `tg_…` loses its tail, a
+/// harmless mistake); the run taken includes `_`, so that keys written one after another go
+/// as one.
 fn redact_keys(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
@@ -38,8 +40,7 @@ fn redact_keys(text: &str) -> String {
             .iter()
             .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
             .count();
-        let starts_word = at == 0 || !(b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_');
-        if starts_word && tail >= MIN_KEY_TAIL {
+        if tail >= MIN_KEY_TAIL {
             out.push_str(&text[copied..at]);
             out.push_str(REDACTED);
             copied = at + 3 + tail;
@@ -89,10 +90,11 @@ mod tests {
     }
 
     #[test]
-    fn a_key_cut_short_is_taken_out_but_words_are_not() {
+    fn a_key_cut_short_or_glued_to_a_word_is_taken_out_but_short_words_are_not() {
         assert_eq!(redact("key tg_AbCdEf", &[]), "key [redacted]");
         assert_eq!(redact("the tg_id field", &[]), "the tg_id field");
-        assert_eq!(redact("my_tg_AbCdEfGh", &[]), "my_tg_AbCdEfGh");
+        assert_eq!(redact("my_tg_AbCdEfGh", &[]), "my_[redacted]");
+        assert_eq!(redact("keytg_AbCdEfGh!", &[]), "key[redacted]!");
         assert_eq!(redact("tg_", &[]), "tg_");
         assert_eq!(redact("ütg_ÄbCdEfGhIj tg_", &[]), "ütg_ÄbCdEfGhIj tg_");
     }

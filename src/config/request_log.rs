@@ -54,7 +54,7 @@ impl RequestLogSection {
     pub(super) fn validate(&self, errs: &mut Vec<ConfigError>) -> RequestLog {
         let mut within = |key: &str, v: u64, range: std::ops::RangeInclusive<u64>, what: &str| {
             if !range.contains(&v) {
-                errs.push(err(&format!("telemetry.request_log.{key}"), what));
+                errs.push(err(format!("telemetry.request_log.{key}"), what));
             }
             v.clamp(*range.start(), *range.end())
         };

@@ -20,7 +20,6 @@ pub mod writer;
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use bytes::Bytes;
 use prometheus::IntCounter;
 use tokio::sync::mpsc;
 
@@ -133,9 +132,9 @@ fn record(ctx: &RequestCtx, key: &KeyAuth) -> Record {
         payloads: ctx.payloads.as_ref().map(|p| {
             Box::new(crate::request::payloads::Payloads {
                 max: p.max,
-                request: p.request.as_ref().map(Bytes::clone),
+                request: p.request.clone(),
                 request_len: p.request_len,
-                response: p.response.as_ref().map(Bytes::clone),
+                response: p.response.clone(),
                 response_len: p.response_len,
             })
         }),
