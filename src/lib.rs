@@ -80,7 +80,8 @@
 //! hold, and failover only across the model's own endpoints), [`models`] (the model lists,
 //! pricing and changelog), [`demo`] (the built-in demo provider), [`accounts`]
 //! (signup, login, sessions, keys, usage), [`orgs`] (organizations: a shared wallet that
-//! is an account of its own, members with roles, invitations), [`webhooks`] (events sent
+//! is an account of its own, members with roles, invitations), [`request_log`] (every
+//! metered request's record, and its payloads where payload logging is on), [`webhooks`] (events sent
 //! to customers' endpoints: registered, noticed off the request path, signed, delivered in
 //! order), [`admin`] (the admin API), [`dashboard`] (the pricing page and the app, served by the gateway itself). The logic
 //! that needs no I/O (validation, translation, SSE, routing, credit arithmetic, the Stripe
@@ -109,6 +110,7 @@ pub mod payments;
 pub mod pipeline;
 pub mod proxy;
 pub mod request;
+pub mod request_log;
 pub mod runtime;
 pub mod server;
 pub mod tool_servers;

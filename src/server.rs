@@ -185,6 +185,10 @@ fn add_background_services(server: &mut Server, shared: Arc<Shared>) {
         "webhooks",
         WebhookService(shared.clone()),
     ));
+    server.add_service(background_service(
+        "request log",
+        crate::request_log::writer::RequestLogService(shared.clone()),
+    ));
     server.add_service(background_service("ledger", LedgerService(shared)));
 }
 

@@ -52,6 +52,8 @@
 //!   tool definitions and call results as the live check and billing judge them, the
 //!   developer's share, and the addresses a tool server may not have.
 //! - [`oidc`]: organizations' single sign-on: OpenID discovery, JWKS, ID tokens, PKCE, domains.
+//! - [`redact`]: what a stored request-log payload never holds (API keys, provider keys), and
+//!   its cap in bytes; [`request_query`]: a request-log listing's query, checked.
 //! - [`stripe`]: the webhook signature check (the clock passed in), the form encoding of API
 //!   requests, and the event fields the webhook reads.
 //! - [`webhook`]: events sent to customers: their names, the signature of each delivery and
@@ -72,6 +74,8 @@ pub mod net;
 pub mod oidc;
 pub mod openai;
 pub mod ratelimit;
+pub mod redact;
+pub mod request_query;
 pub mod responses;
 pub mod resume;
 pub mod route;

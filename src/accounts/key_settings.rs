@@ -1,6 +1,6 @@
 //! A key's settings as the keys API reads and shows them (`POST /api/v1/keys`, `PATCH
 //! /api/v1/keys/{id}`, `GET /api/v1/keys`): expiry, model and tool allowlists, budget and
-//! limits. Every field is checked before anything is written, so a bad one changes nothing.
+//! limits, payload logging. Every field is checked before anything is written, so a bad one changes nothing.
 
 use serde_json::{json, Map, Value};
 use tollgate_filters::budget::Period;
@@ -12,7 +12,7 @@ use crate::ledger::{KeyChange, KeyRow};
 use crate::runtime::Shared;
 
 /// The settings a body may carry.
-pub const FIELDS: [&str; 9] = [
+pub const FIELDS: [&str; 10] = [
     "expires_at",
     "allowed_models",
     "allowed_tools",
@@ -21,6 +21,7 @@ pub const FIELDS: [&str; 9] = [
     "requests_per_minute",
     "tokens_per_minute",
     "concurrent_requests",
+    "log_payloads",
     "name",
 ];
 
@@ -52,6 +53,7 @@ pub async fn parse(
         requests_per_minute: limit(m, "requests_per_minute")?,
         tokens_per_minute: limit(m, "tokens_per_minute")?,
         concurrent_requests: limit(m, "concurrent_requests")?,
+        log_payloads: log_payloads(m)?,
     };
     // Last: the only check that reads the ledger.
     change.allowed_tools = listed(allowed_tools(shared, m).await?);
@@ -75,6 +77,7 @@ pub fn show(k: &KeyRow, spent: Option<i64>, now_ms: i64) -> Value {
         "requests_per_minute": k.limits.requests_per_minute,
         "tokens_per_minute": k.limits.tokens_per_minute,
         "concurrent_requests": k.limits.concurrent_requests,
+        "log_payloads": k.log_payloads,
     })
 }
 
@@ -217,5 +220,14 @@ fn limit(m: &Map<String, Value>, field: &str) -> Result<Option<Option<i64>>, Gat
                 "{field}: must be a whole number from 1 to 1000000000, or null for no limit"
             ))),
         },
+    }
+}
+
+/// `log_payloads`: `true` or `false` (its requests' bodies stored in the request log).
+pub fn log_payloads(m: &Map<String, Value>) -> Result<Option<bool>, GatewayError> {
+    match m.get("log_payloads") {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(GatewayError::invalid("log_payloads: must be true or false")),
     }
 }

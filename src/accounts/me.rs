@@ -66,6 +66,7 @@ pub async fn me(
     v["remaining"] =
         json!({"hour": left(HOUR_MS), "day": left(tollgate_filters::ratelimit::DAY_MS)});
     v["spent_this_month"] = to_credits(spent).into();
+    v["log_payloads"] = ledger.log_payloads(account_id).await?.into();
     respond::json(session, ctx, 200, &v, &[]).await;
     Ok(())
 }

@@ -17,6 +17,9 @@ use crate::limits::{self, Who};
 use crate::request::ctx::RequestCtx;
 use crate::runtime::Shared;
 
+// A key's variant is larger than the others: a caller lives once per request, on its stack,
+// and boxing the key would cost every keyed request an allocation for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Caller {
     Guest,

@@ -300,6 +300,7 @@ mod tests {
             allowed_tools: None,
             limits: Default::default(),
             org_member: None,
+            log_payloads: false,
         }
     }
 

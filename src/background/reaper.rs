@@ -1,5 +1,6 @@
 //! The reaper: expired credit holds refunded, expired dashboard sessions deleted, stored
-//! responses past their retention emptied.
+//! responses past their retention emptied, request-log payloads and records past theirs
+//! nulled and deleted.
 
 use std::sync::Arc;
 
@@ -43,6 +44,8 @@ impl BackgroundService for ReaperService {
             if let Err(e) = ledger.expire_responses(now, retention).await {
                 tracing::error!("could not expire stored responses: {e}");
             }
+            let log = self.0.runtime.load().config.telemetry.request_log.clone();
+            crate::request_log::writer::expire(&ledger, &log, crate::clock::now_ms()).await;
         }
     }
 }

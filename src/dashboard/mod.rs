@@ -27,6 +27,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 const PAGES: &[&str] = &[
     "keys",
     "usage",
+    "requests",
     "billing",
     "developer",
     "operator",
@@ -64,6 +65,7 @@ const ASSETS: &[Asset] = &[
     asset!("pages-public.js", JS),
     asset!("pages-account.js", JS),
     asset!("pages-usage.js", JS),
+    asset!("pages-requests.js", JS),
     asset!("pages-dev.js", JS),
     asset!("pages-ops.js", JS),
     asset!("pages-oauth.js", JS),

@@ -38,6 +38,7 @@ async fn run(
 ) -> Result<forward::Reply, GatewayError> {
     let rt = shared.runtime.load_full();
     let raw = body::read_within(session, &rt.config).await?;
+    crate::request_log::capture::request(ctx, caller, &rt.config, &raw);
     let (resume, raw) = super::without_extension(session, raw)?;
     // The request borrows from the body it was parsed from, which this future keeps until the
     // request is done: nothing is copied out of it.

@@ -42,6 +42,7 @@ pub async fn handle(
         Ok(raw) => raw,
         Err(e) => return settle_and_answer(shared, session, ctx, Err(e)).await,
     };
+    crate::request_log::capture::request(ctx, caller, &rt.config, &raw);
     let result = match parse_legacy_request(&raw) {
         Ok(legacy) => match legacy.chat() {
             Ok(chat) => {

@@ -67,6 +67,7 @@ async fn pipeline(
 ) -> Result<Vec<u8>, GatewayError> {
     let rt = shared.runtime.load_full();
     let raw = body::read_within(session, &rt.config).await?;
+    crate::request_log::capture::request(ctx, caller, &rt.config, &raw);
     let req = parse_embeddings_request(&raw)?;
     ctx.model_requested = Some(req.model.to_string());
     let now = crate::clock::now_secs();

@@ -58,6 +58,7 @@ pub async fn handle(
         Ok(raw) => raw,
         Err(e) => return settle_and_answer(shared, session, ctx, Err(e)).await,
     };
+    crate::request_log::capture::request(ctx, caller, &rt.config, &raw);
     let req = match parse_gemini_request(&raw) {
         Ok(r) => r,
         Err(e) => return settle_and_answer(shared, session, ctx, Err(e)).await,

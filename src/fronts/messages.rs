@@ -51,6 +51,7 @@ async fn run(
 ) -> Result<forward::Reply, GatewayError> {
     let rt = shared.runtime.load_full();
     let raw = body::read_within(session, &rt.config).await?;
+    crate::request_log::capture::request(ctx, caller, &rt.config, &raw);
     let (resume, raw) = super::without_extension(session, raw)?;
     let request = parse_messages_request(&raw)?;
     // The internal request borrows from the Anthropic mirror, which this future keeps until

@@ -30,6 +30,9 @@ pub struct KeyRow {
     /// The tool servers and tools it may use (`slug`, `slug__tool`); `None`: all.
     pub allowed_tools: Option<Vec<String>>,
     pub limits: KeyLimits,
+    /// Its requests' payloads are stored in the request log (its own setting; its wallet's
+    /// is the account's).
+    pub log_payloads: bool,
 }
 
 /// A key's own budget and limits (issue 29), on top of its plan's; `None`: none.
@@ -58,6 +61,8 @@ pub struct KeyChange {
     pub requests_per_minute: Option<Option<i64>>,
     pub tokens_per_minute: Option<Option<i64>>,
     pub concurrent_requests: Option<Option<i64>>,
+    /// Payload logging on this key.
+    pub log_payloads: Option<bool>,
 }
 
 impl KeyChange {
@@ -70,6 +75,7 @@ impl KeyChange {
             && self.requests_per_minute.is_none()
             && self.tokens_per_minute.is_none()
             && self.concurrent_requests.is_none()
+            && self.log_payloads.is_none()
     }
 }
 
@@ -124,6 +130,9 @@ pub struct KeyAuth {
     /// On an organization key: the member who owns it, and its cap (boxed: most keys are
     /// personal, and the caller stays small).
     pub org_member: Option<Box<OrgMember>>,
+    /// Its requests' payloads go to the request log: payload logging is on for the key or
+    /// for its wallet (the account, or the organization).
+    pub log_payloads: bool,
 }
 
 /// The member who owns an organization key, and its credit cap per period in the
@@ -161,13 +170,14 @@ impl Ledger {
         with: &KeyChange,
     ) -> Result<()> {
         on_pool!(self, p => {
-            sqlx::query(&format!("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}, owner_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"))
+            sqlx::query(&format!("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}, owner_id, log_payloads) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"))
                 .bind(&k.id).bind(account_id).bind(&k.name).bind(&k.prefix).bind(&k.hash).bind(now)
                 .bind(with.expires_at.flatten()).bind(with.allowed_models.clone().flatten())
                 .bind(with.allowed_tools.clone().flatten())
                 .bind(with.budget_micros.flatten()).bind(with.budget_period.flatten().map(Period::as_str))
                 .bind(with.requests_per_minute.flatten()).bind(with.tokens_per_minute.flatten())
                 .bind(with.concurrent_requests.flatten()).bind(owner)
+                .bind(i64::from(with.log_payloads.unwrap_or(false)))
                 .execute(p).await?;
             Ok(())
         })
@@ -181,7 +191,7 @@ impl Ledger {
         key_id: &str,
         change: &KeyChange,
     ) -> Result<Option<String>> {
-        let sets: [(&str, Option<Value>); 8] = [
+        let sets: [(&str, Option<Value>); 9] = [
             ("expires_at", change.expires_at.map(Value::Int)),
             (
                 "allowed_models",
@@ -209,6 +219,12 @@ impl Ledger {
             (
                 "concurrent_requests",
                 change.concurrent_requests.map(Value::Int),
+            ),
+            (
+                "log_payloads",
+                change
+                    .log_payloads
+                    .map(|on| Value::Int(Some(i64::from(on)))),
             ),
         ];
         on_pool!(self, p => {
@@ -242,7 +258,7 @@ impl Ledger {
     /// The keys of a person's account and the organization keys it owns.
     pub async fn list_keys(&self, account_id: &str) -> Result<Vec<KeyRow>> {
         on_pool!(self, p => {
-            let rows = sqlx::query(&format!("SELECT id, account_id, owner_id, name, prefix, created_at, last_used_at, revoked_at, {SETTINGS} FROM api_keys WHERE (account_id = $1 AND owner_id IS NULL) OR owner_id = $1 ORDER BY created_at, id"))
+            let rows = sqlx::query(&format!("SELECT id, account_id, owner_id, name, prefix, created_at, last_used_at, revoked_at, log_payloads, {SETTINGS} FROM api_keys WHERE (account_id = $1 AND owner_id IS NULL) OR owner_id = $1 ORDER BY created_at, id"))
                 .bind(account_id).fetch_all(p).await?;
             rows.iter().map(|r| Ok(KeyRow {
                 id: r.try_get("id")?,
@@ -259,6 +275,7 @@ impl Ledger {
                 allowed_models: models_of(r.try_get("allowed_models")?),
                 allowed_tools: models_of(r.try_get("allowed_tools")?),
                 limits: limits_of(r)?,
+                log_payloads: r.try_get::<i64, _>("log_payloads")? != 0,
             })).collect()
         })
     }
@@ -310,7 +327,7 @@ impl Ledger {
         on_pool!(self, p => {
             let row = sqlx::query(
                 "SELECT k.id, k.account_id, k.expires_at, k.allowed_models, k.allowed_tools, k.budget_micros, k.budget_period, k.requests_per_minute, k.tokens_per_minute, k.concurrent_requests, \
-                 a.plan, a.requests_per_hour, a.requests_per_day, k.owner_id, m.cap_micros, m.cap_period, o.allowed_models AS org_models FROM api_keys k JOIN accounts a ON a.user_id = k.account_id \
+                 k.log_payloads AS key_logs, a.log_payloads AS wallet_logs, a.plan, a.requests_per_hour, a.requests_per_day, k.owner_id, m.cap_micros, m.cap_period, o.allowed_models AS org_models FROM api_keys k JOIN accounts a ON a.user_id = k.account_id \
                  LEFT JOIN org_members m ON m.org_id = k.account_id AND m.account_id = k.owner_id LEFT JOIN organizations o ON o.id = k.account_id WHERE k.hash = $1 AND k.revoked_at IS NULL",
             )
             .bind(hash).fetch_optional(p).await?;
@@ -339,6 +356,7 @@ impl Ledger {
                     allowed_tools: models_of(r.try_get("allowed_tools")?).map(Into::into),
                     limits: limits_of(&r)?,
                     org_member,
+                    log_payloads: r.try_get::<i64, _>("key_logs")? != 0 || r.try_get::<i64, _>("wallet_logs")? != 0,
                 }))
                 }
                 None => Ok(None),
@@ -365,8 +383,8 @@ impl Ledger {
         on_pool!(self, p => {
             let mut tx = p.begin().await?;
             let copied = sqlx::query(&format!(
-                "INSERT INTO api_keys (id, account_id, owner_id, name, prefix, hash, created_at, {SETTINGS}) \
-                 SELECT $1, account_id, owner_id, name, $2, $3, $4, {SETTINGS} FROM api_keys \
+                "INSERT INTO api_keys (id, account_id, owner_id, name, prefix, hash, created_at, log_payloads, {SETTINGS}) \
+                 SELECT $1, account_id, owner_id, name, $2, $3, $4, log_payloads, {SETTINGS} FROM api_keys \
                  WHERE id = $5 AND {} AND revoked_at IS NULL",
                 own_key(6)
             ))
@@ -380,7 +398,7 @@ impl Ledger {
                  WHERE id = $2 RETURNING hash, expires_at",
             )
             .bind(until).bind(key_id).fetch_all(&mut *tx).await?;
-            let row = sqlx::query(&format!("SELECT name, account_id, owner_id, {SETTINGS} FROM api_keys WHERE id = $1"))
+            let row = sqlx::query(&format!("SELECT name, account_id, owner_id, log_payloads, {SETTINGS} FROM api_keys WHERE id = $1"))
                 .bind(&new.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
             let Some(old) = old.into_iter().next() else { return Ok(None) };
@@ -399,6 +417,7 @@ impl Ledger {
                 allowed_models: models_of(row.try_get("allowed_models")?),
                 allowed_tools: models_of(row.try_get("allowed_tools")?),
                 limits: limits_of(&row)?,
+                log_payloads: row.try_get::<i64, _>("log_payloads")? != 0,
             };
             Ok(Some((old.try_get("hash")?, old.try_get("expires_at")?, key)))
         })

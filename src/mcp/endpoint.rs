@@ -67,6 +67,7 @@ pub async fn handle(
     };
     let rt = shared.runtime.load_full();
     let raw = body::read_within(session, &rt.config).await?;
+    crate::request_log::capture::request(ctx, caller, &rt.config, &raw);
     let (id, method, params) = match parse_message(&raw) {
         Ok(Incoming::Request { id, method, params }) => (id, method, params),
         Ok(Incoming::Response { id }) => {
@@ -194,6 +195,7 @@ impl Request<'_> {
                 e.to_json()
             }
         };
+        crate::request_log::capture::reply(ctx, &bytes);
         if streamed {
             relay::finish(session, &bytes).await;
         } else {

@@ -185,7 +185,9 @@ pub async fn get(
     let ledger = shared.ledger()?;
     let (_, role) = access(shared, session, caller, org, Role::Member).await?;
     let o = ledger.org(org).await?.ok_or_else(|| not_found(org))?;
-    respond::json(session, ctx, 200, &org_json(&o, role), &[]).await;
+    let mut v = org_json(&o, role);
+    v["log_payloads"] = ledger.log_payloads(org).await?.into();
+    respond::json(session, ctx, 200, &v, &[]).await;
     Ok(())
 }
 

@@ -80,6 +80,7 @@ pub async fn settle_and_answer(
                 };
                 body = add_to_usage(&body, member, c, spelling).unwrap_or(body);
             }
+            crate::request_log::capture::reply(ctx, &body);
             respond::send(session, ctx, 200, "application/json", body, &[]).await;
         }
         Reply::Stream(s) => stream::close(*s, shared, session, ctx, cost.as_ref()).await,

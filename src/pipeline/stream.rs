@@ -345,6 +345,8 @@ pub async fn finish(mut r: Relay, a: &Attempt<'_>, ctx: &mut RequestCtx, tally: 
         }
         Tally::Settled(legs) => Some(legs),
     };
+    let partial = legs.as_ref().map(|l| l.partial.as_str());
+    crate::request_log::capture::streamed(ctx, partial, r.rewriter.delivered_text());
     let usage = match legs.take() {
         Some(l) if l.legs.len() > 1 => {
             let total = l.usage();

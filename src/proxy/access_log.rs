@@ -16,6 +16,7 @@ pub fn record(m: &Metrics, ctx: &RequestCtx) {
     m.latency
         .with_label_values(&[ctx.route, model])
         .observe(ctx.start.elapsed().as_secs_f64());
+    crate::request_log::enqueue(ctx);
     // One line for every metered request, of whichever door (a tool call's usage row names
     // the tool as its model, and its provider is `mcp:{slug}`).
     if let Some(door) = ctx.metered_by {

@@ -21,7 +21,8 @@ use crate::models::Listing;
 use crate::request::ctx::{Door, RequestCtx, OWN};
 use crate::runtime::Shared;
 use crate::{
-    accounts, admin, dashboard, demo, fronts, mcp, models, oauth, orgs, payments, webhooks,
+    accounts, admin, dashboard, demo, fronts, mcp, models, oauth, orgs, payments, request_log,
+    webhooks,
 };
 use Access::{Admin, Anyone, Key, KeyOrGuest, KeyOrSession, Mcp, Open};
 use Limit::{Free, Guests, Logins, PerToolCall, Plan, Signups};
@@ -240,6 +241,19 @@ routes! {
         => orgs::invitations::withdraw(shared, session, ctx, caller, id).await;
     AcceptInvitation: "POST" "/api/v1/invitations/accept", (KeyOrSession, Free, OWN), "api"
         => orgs::invitations::accept(shared, session, ctx, caller).await;
+    // The request log (src/request_log): records, payloads where turned on, the switches.
+    Requests: "GET" "/api/v1/requests", (KeyOrSession, Free, OWN), "api"
+        => request_log::api::list(shared, session, ctx, caller).await;
+    Request: "GET" "/api/v1/requests/{id}", (KeyOrSession, Free, OWN), "api"
+        => request_log::api::get(shared, session, ctx, caller, id).await;
+    AdminRequests: "GET" "/api/v1/admin/requests", (Admin, Free, OWN), "api"
+        => request_log::api::admin_list(shared, session, ctx).await;
+    AdminRequest: "GET" "/api/v1/admin/requests/{id}", (Admin, Free, OWN), "api"
+        => request_log::api::admin_get(shared, session, ctx, id).await;
+    AccountSettings: "PATCH" "/api/v1/auth/me", (KeyOrSession, Free, OWN), "api"
+        => request_log::settings::account(shared, session, ctx, caller).await;
+    OrgSettings: "PATCH" "/api/v1/orgs/{id}", (KeyOrSession, Free, OWN), "api"
+        => request_log::settings::org(shared, session, ctx, caller, id).await;
     AdminAccount: "GET" "/api/v1/admin/accounts/{id}", (Admin, Free, OWN), "api"
         => admin::account(shared, session, ctx, id).await;
     AdminCredits: "POST" "/api/v1/admin/accounts/{id}/credits", (Admin, Free, OWN), "api"

@@ -11,6 +11,7 @@ use crate::limits::in_flight::Slot;
 use crate::metering::charge::Charge;
 use crate::metering::legs::Legs;
 use crate::metering::Written;
+use crate::request::payloads::Payloads;
 use crate::request::timeline::Timeline;
 
 /// The wire format the client speaks, which decides the shape of every answer, errors too.
@@ -91,6 +92,9 @@ pub struct RequestCtx {
     /// The API key that called, once its handler has run (boxed: most of the context's
     /// readers never look at it).
     pub key: Option<Box<KeyAuth>>,
+    /// Its request and response bodies, captured only where payload logging is on (boxed:
+    /// most requests have none).
+    pub payloads: Option<Box<Payloads>>,
 }
 
 static REQUEST_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -133,6 +137,7 @@ impl RequestCtx {
             slot: None,
             timeline: Timeline::default(),
             key: None,
+            payloads: None,
         }
     }
 

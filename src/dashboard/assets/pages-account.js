@@ -78,6 +78,7 @@
       budget_period: TG.str(k.budget_period) || 'month',
       allowed_models: TG.arr(k.allowed_models).join(', '),
       expires_at: TG.num(k.expires_at) === null ? '' : TG.day(k.expires_at),
+      log_payloads: k.log_payloads === true ? 'true' : 'false',
     };
     for (const [name] of LIMITS) v[name] = t(k[name]);
     return v;
@@ -91,6 +92,7 @@
       { name: 'expires_at', label: 'Expires on', type: 'date', value: v.expires_at, hint: 'At 00:00 UTC that day. Empty: never.' },
       { name: 'allowed_models', label: 'Allowed models', value: v.allowed_models, placeholder: 'e.g. economy', hint: `Model ids, aliases or tiers, separated by commas. Empty: every model.${known}` },
       ...LIMITS.map(([name, label]) => ({ name, label, type: 'number', min: 1, step: 1, inputmode: 'numeric', value: v[name], hint: 'Empty: the plan’s limits only.' })),
+      { name: 'log_payloads', label: 'Payload logging', options: [{ value: 'false', label: 'Off' }, { value: 'true', label: 'On' }], value: v.log_payloads, hint: 'On: its requests’ bodies are kept in the request log (redacted of keys, size-capped) for the payload retention.' },
     ];
   }
 
@@ -110,6 +112,7 @@
     }
     if (changed('expires_at')) body.expires_at = v.expires_at ? Date.parse(`${v.expires_at}T00:00:00Z`) / 1000 : null;
     for (const [name] of LIMITS) if (changed(name)) body[name] = num(v[name]);
+    if (changed('log_payloads')) body.log_payloads = v.log_payloads === 'true';
     return body;
   }
   // `allowed_models[1]: …` is the allowed-models field's error.

@@ -57,6 +57,7 @@ async fn pipeline(
 ) -> Result<Reply, GatewayError> {
     let rt = shared.runtime.load_full();
     let raw = body::read_within(session, &rt.config).await?;
+    crate::request_log::capture::request(ctx, caller, &rt.config, &raw);
     // The body's `tollgate` extension is the gateway's, not a Responses field.
     let (resume, raw) = super::without_extension(session, raw)?;
     let mut req = parse_responses_request(&raw)?;
