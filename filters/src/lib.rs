@@ -52,6 +52,8 @@
 //!   tool definitions and call results as the live check and billing judge them, the
 //!   developer's share, and the addresses a tool server may not have.
 //! - [`oidc`]: organizations' single sign-on: OpenID discovery, JWKS, ID tokens, PKCE, domains.
+//! - [`trace`]: W3C Trace Context read from clients and passed upstream, the ratio sampler,
+//!   and spans encoded for an OTLP/HTTP collector (protobuf, by hand, with property tests).
 //! - [`stripe`]: the webhook signature check (the clock passed in), the form encoding of API
 //!   requests, and the event fields the webhook reads.
 #![forbid(unsafe_code)]
@@ -77,6 +79,7 @@ pub mod sse;
 pub mod stripe;
 pub mod time;
 pub mod tokens;
+pub mod trace;
 pub mod translator;
 
 pub use error::{ErrorKind, GatewayError};
