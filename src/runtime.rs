@@ -71,6 +71,9 @@ pub struct Shared {
     pub mcp: crate::tool_servers::cache::McpCache,
     /// Stored responses waiting for their grouped commit (`POST /v1/responses`).
     pub stored_responses: Arc<crate::ledger::responses::ResponseQueue>,
+    /// Traces' sampler and export queue, when `[telemetry] otlp_endpoint` is set (read at
+    /// start; `background::traces` exports).
+    pub tracer: Option<crate::telemetry::queue::Tracer>,
 }
 
 impl Shared {
@@ -79,6 +82,12 @@ impl Shared {
         let instance = crate::auth::random_id(10).unwrap_or_else(|_| "instance".into());
         let metrics = Metrics::new();
         let keys = KeyCache::new(metrics.key_lookups.clone());
+        let tracer = runtime
+            .config
+            .telemetry
+            .traces
+            .as_ref()
+            .map(|t| crate::telemetry::queue::Tracer::new(t, &instance));
         Arc::new(Shared {
             runtime: ArcSwap::from_pointee(runtime),
             config_path,
@@ -115,6 +124,7 @@ impl Shared {
             ),
             mcp: crate::tool_servers::cache::McpCache::default(),
             stored_responses: Arc::default(),
+            tracer,
         })
     }
 

@@ -5,8 +5,9 @@
 //! ([`unsettled`]), the hold reaper ([`reaper`]), the sweep of the
 //! in-process rate-limit counters ([`limiter_sweep`]), the renewal of this instance's slots
 //! under in-flight limits ([`in_flight`]), the refresh of tool servers' tool
-//! lists ([`tool_lists`]) and of providers' addresses ([`names`]), and the handover of the
-//! listening sockets to an instance replacing this one ([`upgrades`]).
+//! lists ([`tool_lists`]) and of providers' addresses ([`names`]), the handover of the
+//! listening sockets to an instance replacing this one ([`upgrades`]), and the export of trace
+//! spans to an OTLP collector ([`traces`], only when traces are on).
 
 pub mod counters;
 pub mod health;
@@ -18,6 +19,7 @@ pub mod names;
 pub mod reaper;
 pub mod reload;
 pub mod tool_lists;
+pub mod traces;
 pub mod unsettled;
 pub mod upgrades;
 

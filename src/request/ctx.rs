@@ -12,6 +12,7 @@ use crate::metering::charge::Charge;
 use crate::metering::legs::Legs;
 use crate::metering::Written;
 use crate::request::timeline::Timeline;
+use crate::telemetry::context::TraceCtx;
 
 /// The wire format the client speaks, which decides the shape of every answer, errors too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +92,8 @@ pub struct RequestCtx {
     /// The API key that called, once its handler has run (boxed: most of the context's
     /// readers never look at it).
     pub key: Option<Box<KeyAuth>>,
+    /// Its place in a trace: the client's or one started here (`telemetry::context`).
+    pub trace: TraceCtx,
 }
 
 static REQUEST_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -133,6 +136,7 @@ impl RequestCtx {
             slot: None,
             timeline: Timeline::default(),
             key: None,
+            trace: TraceCtx::default(),
         }
     }
 
