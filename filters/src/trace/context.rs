@@ -107,7 +107,10 @@ pub fn child_span_id(server_span: u64, tag: u64) -> u64 {
 }
 
 fn trim(v: &[u8]) -> &[u8] {
-    let start = v.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(v.len());
+    let start = v
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(v.len());
     let end = v
         .iter()
         .rposition(|b| !b.is_ascii_whitespace())

@@ -11,6 +11,6 @@ mod tests_otlp;
 
 pub use context::{
     child_span_id, format_traceparent, parse_traceparent, ratio_threshold, sampled_by_ratio,
-    valid_tracestate, TraceParent,
+    valid_tracestate, TraceParent, TRACEPARENT_LEN,
 };
 pub use otlp::{export_request, Attribute, Kind, Span, StatusCode, Value};

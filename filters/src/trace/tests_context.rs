@@ -51,7 +51,10 @@ fn garbage_traceparents_are_ignored() {
 
 #[test]
 fn tracestate_is_passed_on_only_when_it_is_printable_and_short() {
-    assert_eq!(valid_tracestate(b"congo=t61rcWkgMzE"), Some("congo=t61rcWkgMzE"));
+    assert_eq!(
+        valid_tracestate(b"congo=t61rcWkgMzE"),
+        Some("congo=t61rcWkgMzE")
+    );
     assert_eq!(valid_tracestate(b""), None);
     assert_eq!(valid_tracestate(b"a=b\r\nX-Evil: 1"), None);
     assert_eq!(valid_tracestate(&[b'a'; MAX_TRACESTATE + 1]), None);

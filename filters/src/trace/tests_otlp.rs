@@ -75,7 +75,10 @@ fn text(f: &Field) -> String {
 
 fn attribute(b: &[u8]) -> Attribute {
     let fs = fields(b);
-    let key = fs.iter().find(|(n, _)| *n == 1).map_or(String::new(), |(_, f)| text(f));
+    let key = fs
+        .iter()
+        .find(|(n, _)| *n == 1)
+        .map_or(String::new(), |(_, f)| text(f));
     let any = fs.iter().find(|(n, _)| *n == 2).expect("a value");
     let v = fields(len(&any.1));
     assert_eq!(v.len(), 1, "one AnyValue field: {v:?}");
@@ -296,7 +299,9 @@ fn a_known_span_has_the_bytes_protobuf_gives_it() {
     span.extend_from_slice(&[0x2a, 1, b'x', 0x30, 2]);
     span.extend_from_slice(&[0x39, 3, 0, 0, 0, 0, 0, 0, 0, 0x41, 4, 0, 0, 0, 0, 0, 0, 0]);
     // KeyValue { key "k", value AnyValue { int_value = -1: ten bytes } }
-    let any = [0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+    let any = [
+        0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+    ];
     let mut kv = vec![0x0a, 1, b'k', 0x12, any.len() as u8];
     kv.extend_from_slice(&any);
     span.push(0x4a);
