@@ -4,11 +4,15 @@
 //! nothing listens on). Needs a Python with `opentelemetry-proto`
 //! ([`crate::services::python_with`] and [`OTLP_IMPORT`]); the process dies with the value.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
 
 use crate::gateway::{free_port, temp_dir};
 
@@ -111,4 +115,24 @@ impl Drop for Collector {
             let _ = c.wait();
         }
     }
+}
+
+/// A sink for the benchmarks' traces: reads each OTLP/HTTP export and answers 200 with an empty
+/// `ExportTraceServiceResponse`, keeping nothing (a collector that costs the run nothing).
+pub async fn serve_sink(listen: &str) -> SocketAddr {
+    crate::accept::serve_fake(listen, Arc::new(()), sink_conn).await
+}
+
+async fn sink_conn(mut sock: TcpStream, _: Arc<()>) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    while crate::openai::read_request(&mut sock, &mut buf)
+        .await
+        .is_some()
+    {
+        sock.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n",
+        )
+        .await?;
+    }
+    Ok(())
 }
