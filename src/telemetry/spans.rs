@@ -73,8 +73,9 @@ pub fn of(ctx: &RequestCtx, config: &Config) -> Vec<Span> {
     let failed = failed(ctx);
     let mut spans = Vec::with_capacity(ctx.timeline.legs.len() + 2);
     spans.push(server(ctx, t, config, &clock, failed));
+    let op = operation(ctx.metered_by.map_or("own", |d| d.name));
     for (i, leg) in ctx.timeline.legs.iter().enumerate() {
-        spans.push(upstream(t, i, leg, config, &clock));
+        spans.push(upstream(t, (i, leg, op), config, &clock));
     }
     if let Some((start, end)) = ctx.timeline.settlement {
         let mut s = child(t, SETTLEMENT_TAG, "settle credits".into(), Kind::Internal);
@@ -238,9 +239,15 @@ fn server(ctx: &RequestCtx, t: &Trace, config: &Config, clock: &Clock, failed: b
     }
 }
 
-/// Leg `i` of the timeline: the span whose id its upstream request carried.
-fn upstream(t: &Trace, i: usize, leg: &Leg, config: &Config, clock: &Clock) -> Span {
-    let name = format!("chat {}", leg.model);
+/// Leg `i` of the timeline, an `op` (the request's operation): the span whose id its upstream
+/// request carried.
+fn upstream(
+    t: &Trace,
+    (i, leg, op): (usize, &Leg, &'static str),
+    config: &Config,
+    clock: &Clock,
+) -> Span {
+    let name = format!("{op} {}", leg.model);
     let mut s = child(t, i as u64 + 1, name, Kind::Client);
     s.start_unix_nano = clock.at(leg.start);
     s.end_unix_nano = leg.end.map_or(clock.unix_nanos, |e| clock.at(e));
@@ -249,7 +256,7 @@ fn upstream(t: &Trace, i: usize, leg: &Leg, config: &Config, clock: &Clock) -> S
         _ => (leg.endpoint.as_str(), None),
     };
     let a = &mut s.attributes;
-    a.push(text("gen_ai.operation.name", "chat"));
+    a.push(text("gen_ai.operation.name", op));
     a.push(text("gen_ai.request.model", &leg.model));
     a.push(text(
         "gen_ai.provider.name",
