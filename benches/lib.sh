@@ -200,6 +200,7 @@ allow_private_upstreams = true
 # is what the per-key defences are measured on, so the per-address limit stays out of reach
 # unless a run sets it.
 invalid_keys_per_minute = ${TG_INVALID_KEYS_PER_MINUTE:-1000000000}
+${TG_EXTRA_TOML:-}
 TOML
   TOLLGATE_BENCH_ANTHROPIC_KEY=sk-ant-bench TOLLGATE_ADMIN_TOKEN=$ADMIN_TOKEN TOLLGATE_LOG=warn "$TOLLGATE" serve --config "$work/$name.toml" 2>"$work/$name.log" &
   pids+=($!)
@@ -236,6 +237,8 @@ proxy_pids() { # target name
     lean-tools) echo "${lean_tools_pid:-}" ;;
     tollgate-sqlite) echo "${tg_sqlite_pid:-}" ;;
     tollgate-postgres-redis) echo "${tg_pg_pid:-}" ;;
+    tollgate-traced-default) echo "${tg_traced_default_pid:-}" ;;
+    tollgate-traced-all) echo "${tg_traced_all_pid:-}" ;;
   esac
 }
 

@@ -28,7 +28,9 @@
 # the issue-31 table: each chat target's row in the units of issue 31's goals (CPU per request and
 # max rps on 32 connections, added p50 at 20 and 200 requests/s, 20-chunk streams, 2,000 idle
 # client connections, RSS after the 500 streams), measured right after its rows in the first
-# table, against nginx and the lean floor (benches/targets.sh; about 2.5 minutes more).
+# table, against nginx and the lean floor (benches/targets.sh; about 2.5 minutes more); then what
+# tracing costs: chat through Tollgate on SQLite with traces off, on at the default sample_ratio
+# and on at 1.0, exporting to a sink, interleaved (benches/tracing.sh; about 4 minutes more).
 # Loopback only; bounded.
 # LOADGEN=oha runs (a) and (b) with oha instead of our tollgate-bench (built once into the target
 # dir when missing), for the figures a benchmarker would get; the 500 streams stay on ours (the
@@ -42,6 +44,8 @@ RPS=${RPS:-1000} RATE_SECS=${RATE_SECS:-15} MAX_SECS=${MAX_SECS:-10} STREAMS=${S
 . benches/lib.sh
 # shellcheck source=benches/targets.sh
 . benches/targets.sh
+# shellcheck source=benches/tracing.sh
+. benches/tracing.sh
 bench_setup
 start_fakes 50 10
 start_nginx
@@ -307,3 +311,4 @@ for r in cs:
     print(f'| {r["name"]} | {s["p50_us"]/1000:.1f} / {s["p99_us"]/1000:.1f} | {s["p50_us"] / max(cu["p50_us"], 1):.2f}×, {s["p99_us"] / max(cu["p99_us"], 1):.2f}× | {s["errors"]} |')
 PY
 t31_table "$results"
+tracing_rows

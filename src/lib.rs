@@ -40,7 +40,10 @@
 //!    what a dropped future left.
 //! 5. [`request::respond`] answers (every error through `GatewayError`; [`request`] is the
 //!    plumbing every handler shares: the context, body reads, responses); [`proxy::access_log`]
-//!    counts the request in [`metrics`] and hands its log line to [`logging`]'s writer thread.
+//!    counts the request in [`metrics`] and hands its log line to [`logging`]'s writer thread;
+//!    [`telemetry`] observes its latency histograms and, when it is sampled or failed, queues
+//!    its spans (the client's trace continued, one span per upstream leg, the settlement) for
+//!    the OTLP exporter.
 //!
 //! ## A tool call: `tools/call` through `POST /mcp`
 //! [`mcp`] is the tool marketplace: developers register paid tool servers and the operator
@@ -113,6 +116,7 @@ pub mod request;
 pub mod request_log;
 pub mod runtime;
 pub mod server;
+pub mod telemetry;
 pub mod tool_servers;
 pub mod upstream;
 pub mod webhooks;

@@ -2,7 +2,9 @@
 //! of the crate). `server.rs` serves it on `server.metrics_listen` at `/metrics`.
 
 use prometheus::core::Collector;
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
 
 pub struct Metrics {
     pub registry: Registry,
@@ -41,6 +43,20 @@ pub struct Metrics {
     pub resumes: IntCounterVec,
     /// Seconds from a cut to the continuation's first output reaching the client.
     pub resume_seam: HistogramVec,
+    /// Streams: seconds from the request to its first output, by model and provider.
+    pub ttft: HistogramVec,
+    /// Streams: seconds per output token after the first, by model and provider.
+    pub tpot: HistogramVec,
+    /// Seconds the serving upstream leg took, by model and provider.
+    pub upstream_duration: HistogramVec,
+    /// Tokens served, by model, provider and type (`input`, `output`).
+    pub tokens: IntCounterVec,
+    /// Micro-credits charged, by model (a tool call's: `{slug}__{tool}`).
+    pub credits_charged: IntCounterVec,
+    /// Spans a collector accepted.
+    pub trace_spans_exported: IntCounter,
+    /// Spans dropped, by reason (`queue_full`, `export_failed`).
+    pub trace_spans_dropped: IntCounterVec,
 }
 
 impl Metrics {
@@ -51,6 +67,7 @@ impl Metrics {
         let money = Money::new(&registry);
         let tools = Tools::new(&registry);
         let resumes = Resumes::new(&registry);
+        let genai = GenAi::new(&registry);
         Metrics {
             registry,
             requests: traffic.requests,
@@ -74,6 +91,13 @@ impl Metrics {
             mcp_events: tools.mcp_events,
             resumes: resumes.resumes,
             resume_seam: resumes.resume_seam,
+            ttft: genai.ttft,
+            tpot: genai.tpot,
+            upstream_duration: genai.upstream_duration,
+            tokens: genai.tokens,
+            credits_charged: genai.credits_charged,
+            trace_spans_exported: genai.trace_spans_exported,
+            trace_spans_dropped: genai.trace_spans_dropped,
         }
     }
 }
@@ -114,11 +138,11 @@ impl Traffic {
                 r,
                 histogram(
                     "tollgate_request_duration_seconds",
-                    "Time from request to last byte",
+                    "Time from request to last byte, by route, model and provider",
                     vec![
                         0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                     ],
-                    &["route", "model"],
+                    &["route", "model", "provider"],
                 ),
             ),
             upstream_attempts: register(
@@ -297,6 +321,93 @@ impl Resumes {
                     "Time from a stream's cut to its continuation's first output",
                     vec![0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0],
                     &["model"],
+                ),
+            ),
+        }
+    }
+}
+
+/// What LLM serving is judged by (the buckets follow the OpenTelemetry GenAI metrics'
+/// advice, docs/operations.md), and the export of traces.
+struct GenAi {
+    ttft: HistogramVec,
+    tpot: HistogramVec,
+    upstream_duration: HistogramVec,
+    tokens: IntCounterVec,
+    credits_charged: IntCounterVec,
+    trace_spans_exported: IntCounter,
+    trace_spans_dropped: IntCounterVec,
+}
+
+impl GenAi {
+    fn new(r: &Registry) -> GenAi {
+        let by = &["model", "provider"];
+        GenAi {
+            ttft: register(
+                r,
+                histogram(
+                    "tollgate_time_to_first_token_seconds",
+                    "Streams: time from the request to its first output, by model and provider",
+                    vec![
+                        0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+                        5.0, 7.5, 10.0, 30.0,
+                    ],
+                    by,
+                ),
+            ),
+            tpot: register(
+                r,
+                histogram(
+                    "tollgate_time_per_output_token_seconds",
+                    "Streams: time per output token after the first, by model and provider",
+                    vec![
+                        0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+                    ],
+                    by,
+                ),
+            ),
+            upstream_duration: register(
+                r,
+                histogram(
+                    "tollgate_upstream_duration_seconds",
+                    "Time the serving upstream leg took, by model and provider",
+                    vec![
+                        0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
+                        40.96, 81.92,
+                    ],
+                    by,
+                ),
+            ),
+            tokens: register(
+                r,
+                counter(
+                    "tollgate_tokens_total",
+                    "Tokens served, by model, provider and type: input, output",
+                    &["model", "provider", "type"],
+                ),
+            ),
+            credits_charged: register(
+                r,
+                counter(
+                    "tollgate_credits_charged_micros_total",
+                    "Micro-credits charged, by model (a tool call's: slug__tool)",
+                    &["model"],
+                ),
+            ),
+            trace_spans_exported: register(
+                r,
+                IntCounter::new(
+                    "tollgate_trace_spans_exported_total",
+                    "Trace spans a collector accepted",
+                )
+                .expect("static metric definition"),
+            ),
+            trace_spans_dropped: register(
+                r,
+                counter(
+                    "tollgate_trace_spans_dropped_total",
+                    "Trace spans dropped, by reason: queue_full, export_failed",
+                    &["reason"],
                 ),
             ),
         }

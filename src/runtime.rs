@@ -73,6 +73,9 @@ pub struct Shared {
     pub stored_responses: Arc<crate::ledger::responses::ResponseQueue>,
     /// Events sent to customers: which wallets have endpoints, the queue off the request path.
     pub webhooks: crate::webhooks::Events,
+    /// Traces' sampler and export queue, when `[telemetry] otlp_endpoint` is set (read at
+    /// start; `background::traces` exports).
+    pub tracer: Option<crate::telemetry::queue::Tracer>,
 }
 
 impl Shared {
@@ -83,6 +86,12 @@ impl Shared {
         let keys = KeyCache::new(metrics.key_lookups.clone());
         let webhooks =
             crate::webhooks::Events::new(runtime.config.webhooks.queue_capacity, &metrics.registry);
+        let tracer = runtime
+            .config
+            .telemetry
+            .traces
+            .as_ref()
+            .map(|t| crate::telemetry::queue::Tracer::new(t, &instance));
         Arc::new(Shared {
             runtime: ArcSwap::from_pointee(runtime),
             config_path,
@@ -120,6 +129,7 @@ impl Shared {
             mcp: crate::tool_servers::cache::McpCache::default(),
             stored_responses: Arc::default(),
             webhooks,
+            tracer,
         })
     }
 

@@ -25,6 +25,7 @@ use crate::background::names::NameService;
 use crate::background::reaper::ReaperService;
 use crate::background::reload::ReloadService;
 use crate::background::tool_lists::ToolListService;
+use crate::background::traces::TraceService;
 use crate::background::unsettled::UnsettledService;
 use crate::background::upgrades::UpgradeService;
 use crate::background::webhooks::WebhookService;
@@ -189,6 +190,12 @@ fn add_background_services(server: &mut Server, shared: Arc<Shared>) {
         "request log",
         crate::request_log::writer::RequestLogService(shared.clone()),
     ));
+    if shared.tracer.is_some() {
+        server.add_service(background_service(
+            "trace export",
+            TraceService(shared.clone()),
+        ));
+    }
     server.add_service(background_service("ledger", LedgerService(shared)));
 }
 

@@ -54,6 +54,8 @@
 //! - [`oidc`]: organizations' single sign-on: OpenID discovery, JWKS, ID tokens, PKCE, domains.
 //! - [`redact`]: what a stored request-log payload never holds (API keys, provider keys), and
 //!   its cap in bytes; [`request_query`]: a request-log listing's query, checked.
+//! - [`trace`]: W3C Trace Context read from clients and passed upstream, the ratio sampler,
+//!   and spans encoded for an OTLP/HTTP collector (protobuf, by hand, with property tests).
 //! - [`stripe`]: the webhook signature check (the clock passed in), the form encoding of API
 //!   requests, and the event fields the webhook reads.
 //! - [`webhook`]: events sent to customers: their names, the signature of each delivery and
@@ -83,6 +85,7 @@ pub mod sse;
 pub mod stripe;
 pub mod time;
 pub mod tokens;
+pub mod trace;
 pub mod translator;
 pub mod webhook;
 

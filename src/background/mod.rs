@@ -5,9 +5,10 @@
 //! ([`unsettled`]), the hold reaper ([`reaper`]), the sweep of the
 //! in-process rate-limit counters ([`limiter_sweep`]), the renewal of this instance's slots
 //! under in-flight limits ([`in_flight`]), the refresh of tool servers' tool
-//! lists ([`tool_lists`]) and of providers' addresses ([`names`]), and the handover of the
-//! listening sockets to an instance replacing this one ([`upgrades`]); events sent to
-//! customers, checked and delivered ([`webhooks`]).
+//! lists ([`tool_lists`]) and of providers' addresses ([`names`]), the handover of the
+//! listening sockets to an instance replacing this one ([`upgrades`]), events sent to
+//! customers, checked and delivered ([`webhooks`]), and the export of trace spans to an OTLP
+//! collector ([`traces`], only when traces are on).
 
 pub mod counters;
 pub mod health;
@@ -19,6 +20,7 @@ pub mod names;
 pub mod reaper;
 pub mod reload;
 pub mod tool_lists;
+pub mod traces;
 pub mod unsettled;
 pub mod upgrades;
 pub mod webhooks;

@@ -35,6 +35,7 @@ use crate::metering::Hold;
 use crate::request::ctx::{Door, RequestCtx, Wire};
 use crate::request::{body, respond};
 use crate::runtime::Shared;
+use crate::telemetry::context::ToolCall as TracedCall;
 use crate::tool_servers::client::{Failure, Upstream};
 use crate::tool_servers::live;
 use crate::tool_servers::reply::Reply;
@@ -356,6 +357,15 @@ impl Call<'_> {
             .observe(elapsed.as_secs_f64());
         let (answer, ok, status, outcome) = self.judge(reply, &service.slug);
         self.outcome(&service.slug, outcome);
+        let call = || TracedCall {
+            tool: tool.to_owned(),
+            slug: service.slug.clone(),
+            price: facts.price,
+            outcome,
+            start: started,
+            end: started + elapsed,
+        };
+        ctx.trace.tool_call(call, outcome == "upstream_error");
         let latency = elapsed.as_millis() as i64;
         let written = charge
             .settle_tool(&meter, &facts, ok, status, latency)
@@ -439,7 +449,10 @@ impl Call<'_> {
         let timeout = self.shared.runtime.load().config.mcp.call_timeout;
         let relayed = relay::wanted(session, self.is_2026);
         let up = Upstream::resolve(self.shared, &service.upstream_url, timeout).await?;
-        let up = up.for_agent(!self.is_2026);
+        let state = ctx.trace.state.as_deref();
+        let up = up
+            .for_agent(!self.is_2026)
+            .traced(ctx.trace.tool_server(), state);
         match relayed {
             Some(asks) => {
                 let sealer = asks::Sealer::new(self.shared, &service.slug, self.account, timeout);

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use pingora::upstreams::peer::HttpPeer;
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::ModelSpec;
+use tollgate_filters::trace::TRACEPARENT_LEN;
 use tollgate_filters::{tokens, Usage};
 
 use super::front::Front;
@@ -44,8 +45,29 @@ pub struct Attempt<'a> {
     pub body: Bytes,
 }
 
+/// What an upstream request says of the client's: its id, and the trace it is part of (the
+/// span of the leg just begun as its parent: `telemetry::context`).
+pub struct Tags<'a> {
+    pub request_id: &'a str,
+    pub traceparent: Option<[u8; TRACEPARENT_LEN]>,
+    pub tracestate: Option<&'a str>,
+}
+
+impl<'a> Tags<'a> {
+    /// The tags of the request's latest leg.
+    pub fn of(ctx: &'a RequestCtx) -> Tags<'a> {
+        let leg = ctx.timeline.legs.len().saturating_sub(1);
+        let traceparent = ctx.trace.upstream(leg);
+        Tags {
+            request_id: &ctx.request_id,
+            traceparent,
+            tracestate: traceparent.and(ctx.trace.state.as_deref()),
+        }
+    }
+}
+
 impl Attempt<'_> {
-    fn request(&self, request_id: &str) -> Result<Vec<u8>, AttemptError> {
+    fn request(&self, tags: &Tags<'_>) -> Result<Vec<u8>, AttemptError> {
         let d = &self.dest;
         let path = self
             .front
@@ -63,7 +85,14 @@ impl Attempt<'_> {
                 // Decompressing upstream replies would cost CPU on every byte; ask for none.
                 .header("Accept-Encoding", "identity")?
                 .header("Accept", accept)?
-                .header("X-Request-Id", request_id)?;
+                .header("X-Request-Id", tags.request_id)?;
+            if let Some(tp) = &tags.traceparent {
+                // Hex digits and dashes: always ASCII.
+                r = r.header("traceparent", std::str::from_utf8(tp).unwrap_or_default())?;
+                if let Some(state) = tags.tracestate {
+                    r = r.header("tracestate", state)?;
+                }
+            }
             if let Some((name, value)) = provider::auth_header(&d.pool.provider) {
                 r = r.header(name, &value)?;
             }
@@ -80,8 +109,8 @@ impl Attempt<'_> {
 
     /// Opens (or reuses) a connection, sends the request and reads the response head (a
     /// stale pooled connection is retried on a new one inside `wire::exchange`).
-    pub async fn send(&self, request_id: &str) -> Result<Response, AttemptError> {
-        let request = self.request(request_id)?;
+    pub async fn send(&self, tags: &Tags<'_>) -> Result<Response, AttemptError> {
+        let request = self.request(tags)?;
         let connector = &self.shared.connector;
         wire::exchange(connector, &self.dest.peer, &request)
             .await
@@ -120,7 +149,7 @@ impl Attempt<'_> {
     ) -> Result<Vec<u8>, AttemptError> {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let exchange = async {
-            let mut up = self.send(&ctx.request_id).await?;
+            let mut up = self.send(&Tags::of(ctx)).await?;
             check_status(&mut up, self.timeouts.stream_chunk).await?;
             let buf = match up.read_to_end(MAX_UPSTREAM_JSON).await {
                 Ok(buf) => buf,

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use tollgate_filters::resume::request::{anthropic_continuation, openai_continuation};
 use tollgate_filters::sse::SseDecoder;
 
-use super::attempt::{Attempt, Destination};
+use super::attempt::{Attempt, Destination, Tags};
 use super::cut::send;
 use super::route::Forward;
 use super::stream::{self, Relay, Streamed, Tally, MAX_SSE_EVENT};
@@ -262,7 +262,8 @@ async fn open_leg(
     ctx: &RequestCtx,
 ) -> Result<Vec<u8>, AttemptError> {
     let timeouts = a.timeouts;
-    let mut up = match tokio::time::timeout(timeouts.stream_chunk, a.send(&ctx.request_id)).await {
+    let tags = Tags::of(ctx);
+    let mut up = match tokio::time::timeout(timeouts.stream_chunk, a.send(&tags)).await {
         Ok(r) => r?,
         Err(_) => return Err(failover(Failover::Timeout, "no response head in time")),
     };

@@ -25,7 +25,7 @@ use tollgate_filters::sse::{SseDecoder, SseEvent};
 use tollgate_filters::translator::StreamTranslator;
 use tollgate_filters::{tokens, GatewayError, Usage};
 
-use super::attempt::Attempt;
+use super::attempt::{Attempt, Tags};
 use super::cut::{next_piece, send, Broke};
 use super::tokenize::off_thread;
 use crate::metering::legs::Legs;
@@ -137,7 +137,8 @@ async fn open(
     resume: bool,
 ) -> Result<(Relay, Vec<u8>), AttemptError> {
     let timeouts = a.timeouts;
-    let sent = a.send(&ctx.request_id);
+    let tags = Tags::of(ctx);
+    let sent = a.send(&tags);
     let mut up = match tokio::time::timeout(timeouts.stream_chunk, sent).await {
         Ok(r) => r?,
         Err(_) => return Err(failover(Failover::Timeout, "no response head in time")),

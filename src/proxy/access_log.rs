@@ -2,10 +2,11 @@
 //! metered request (a model request of any front door, a tool call) with what was served and
 //! charged.
 
-use crate::metrics::Metrics;
 use crate::request::ctx::RequestCtx;
+use crate::runtime::Shared;
 
-pub fn record(m: &Metrics, ctx: &RequestCtx) {
+pub fn record(shared: &Shared, ctx: &RequestCtx) {
+    let m = &shared.metrics;
     let served = ctx.served.as_ref();
     let model = served.map_or("", |d| d.model.as_str());
     let provider = served.map_or("", |d| d.provider.as_str());
@@ -14,7 +15,7 @@ pub fn record(m: &Metrics, ctx: &RequestCtx) {
         .with_label_values(&[ctx.route, model, provider, &status])
         .inc();
     m.latency
-        .with_label_values(&[ctx.route, model])
+        .with_label_values(&[ctx.route, model, provider])
         .observe(ctx.start.elapsed().as_secs_f64());
     crate::request_log::enqueue(ctx);
     // One line for every metered request, of whichever door (a tool call's usage row names
@@ -42,4 +43,5 @@ pub fn record(m: &Metrics, ctx: &RequestCtx) {
             door.what
         );
     }
+    crate::telemetry::record(shared, ctx);
 }

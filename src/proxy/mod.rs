@@ -77,7 +77,7 @@ impl Gateway {
                 Box::pin(crate::pipeline::settle::settle(&mut ctx, &meter)).await;
             }
         }
-        access_log::record(&self.shared.metrics, &ctx);
+        access_log::record(&self.shared, &ctx);
         hand_back(session).await
     }
 }

@@ -162,6 +162,9 @@ pub async fn dispatch(
     if route.door != OWN && route.limit == Limit::Plan {
         ctx.metered_by = Some(route.door);
     }
+    if route.door != OWN {
+        ctx.trace = crate::telemetry::begin(shared, session, (route.method, route.path));
+    }
     let caller = match route.access {
         Open => Caller::Guest,
         Mcp => {

@@ -13,6 +13,7 @@ use crate::metering::legs::Legs;
 use crate::metering::Written;
 use crate::request::payloads::Payloads;
 use crate::request::timeline::Timeline;
+use crate::telemetry::context::TraceCtx;
 
 /// The wire format the client speaks, which decides the shape of every answer, errors too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +96,8 @@ pub struct RequestCtx {
     /// Its request and response bodies, captured only where payload logging is on (boxed:
     /// most requests have none).
     pub payloads: Option<Box<Payloads>>,
+    /// Its place in a trace: the client's or one started here (`telemetry::context`).
+    pub trace: TraceCtx,
 }
 
 static REQUEST_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -138,6 +141,7 @@ impl RequestCtx {
             timeline: Timeline::default(),
             key: None,
             payloads: None,
+            trace: TraceCtx::default(),
         }
     }
 

@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 use tollgate_filters::json::raw;
 use tollgate_filters::mcp::{era, private_reason, request_json, PROTOCOL_VERSIONS};
 use tollgate_filters::sse::SseDecoder;
+use tollgate_filters::trace::TRACEPARENT_LEN;
 
 use super::cache::UpstreamSession;
 use super::reply::{RelayTo, Reply};
@@ -58,6 +59,8 @@ pub struct Upstream<'a> {
     pub(super) relay: Option<RelayTo>,
     /// The agent is of the 2025 era: a server of both eras is spoken to in 2025 for it.
     pub(super) legacy: bool,
+    /// The `traceparent` and `tracestate` of the call's trace (`telemetry::context`).
+    trace: Option<([u8; TRACEPARENT_LEN], Option<String>)>,
 }
 
 /// What one POST answered.
@@ -121,6 +124,7 @@ impl<'a> Upstream<'a> {
             max_bytes: mcp.max_result_bytes,
             relay: None,
             legacy: false,
+            trace: None,
         })
     }
 
@@ -133,6 +137,17 @@ impl<'a> Upstream<'a> {
     /// Speaks for an agent of the 2025 era (`legacy`) or of 2026-07-28 (`stateless.rs`).
     pub fn for_agent(mut self, legacy: bool) -> Self {
         self.legacy = legacy;
+        self
+    }
+
+    /// Sends `traceparent` (and the client's `tracestate`) with every request: the call's
+    /// span as their parent.
+    pub fn traced(
+        mut self,
+        traceparent: Option<[u8; TRACEPARENT_LEN]>,
+        state: Option<&str>,
+    ) -> Self {
+        self.trace = traceparent.map(|tp| (tp, state.map(str::to_owned)));
         self
     }
 
@@ -289,6 +304,13 @@ impl<'a> Upstream<'a> {
                 r = r.header("MCP-Protocol-Version", &s.version)?;
                 if let Some(id) = &s.id {
                     r = r.header("Mcp-Session-Id", id)?;
+                }
+            }
+            if let Some((tp, state)) = &self.trace {
+                // Hex digits and dashes: always ASCII.
+                r = r.header("traceparent", std::str::from_utf8(tp).unwrap_or_default())?;
+                if let Some(s) = state {
+                    r = r.header("tracestate", s)?;
                 }
             }
             if let Some(route) = routing {

@@ -16,6 +16,8 @@
 //! - [`fastmcp`]: [`FastMcpServer`], a tool server made with the official `mcp` SDK's FastMCP.
 //! - [`conformance`]: the official MCP conformance suite run against a reference server on the
 //!   `mcp` 2.x SDK, directly and through the gateway (with a forwarder adding the key).
+//! - [`collector`]: [`Collector`], an OpenTelemetry collector that decodes trace exports with
+//!   the official `opentelemetry-proto` package: up, hanging or down ([`CollectorMode`]).
 //! - [`stripe`]: [`FakeStripe`], the Stripe API's Checkout, line items and Billing Portal, and
 //!   webhook events signed with Stripe's scheme ([`stripe::sign`]).
 //! - [`receiver`]: [`Receiver`], a customer's webhook receiver recording every delivery, to
@@ -41,6 +43,7 @@
 mod accept;
 pub mod anthropic;
 pub mod books;
+pub mod collector;
 pub mod conformance;
 pub mod embeddings;
 pub mod fastmcp;
@@ -68,6 +71,7 @@ pub mod stripe;
 pub mod tmpfs;
 
 pub use anthropic::{anthropic_provider, AnthropicMode, FakeAnthropic, FAKE_ANTHROPIC_KEY};
+pub use collector::{Collector, CollectorMode, OTLP_IMPORT};
 pub use fastmcp::FastMcpServer;
 pub use front::RoundRobin;
 pub use gateway::{

@@ -62,6 +62,8 @@ struct State {
     calls: AtomicUsize,
     /// The body of the last `tools/call` received, as its bytes came.
     last_call: Mutex<Vec<u8>>,
+    /// The `traceparent` header of the last `tools/call` received.
+    last_traceparent: Mutex<Option<String>>,
     /// Forget every session (a restart): the next request with one gets 404.
     forget: AtomicBool,
     /// Offer no tools.
@@ -138,6 +140,7 @@ impl FakeToolServer {
             sessions: Mutex::new(Vec::new()),
             calls: AtomicUsize::new(0),
             last_call: Mutex::new(Vec::new()),
+            last_traceparent: Mutex::new(None),
             forget: AtomicBool::new(false),
             empty,
             more: AtomicBool::new(false),
@@ -167,6 +170,11 @@ impl FakeToolServer {
     /// The body of the last `tools/call` request received, byte for byte.
     pub fn last_call(&self) -> Vec<u8> {
         self.state.last_call.lock().unwrap().clone()
+    }
+
+    /// The `traceparent` header of the last `tools/call` request received.
+    pub fn last_traceparent(&self) -> Option<String> {
+        self.state.last_traceparent.lock().unwrap().clone()
     }
 
     /// Requests received in the 2026-07-28 envelope (a stateless server's, all it accepts).
@@ -294,6 +302,7 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
             "tools/call" => {
                 st.calls.fetch_add(1, Ordering::SeqCst);
                 *st.last_call.lock().unwrap() = req.body.clone();
+                *st.last_traceparent.lock().unwrap() = req.header("traceparent").map(str::to_owned);
                 let mode = st.mode.lock().unwrap().clone();
                 let args = &msg["params"]["arguments"];
                 match mode {

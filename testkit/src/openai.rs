@@ -47,6 +47,9 @@ pub enum Mode {
     Cached(u64, u64),
     /// Stream this many content chunks of 16 KiB each, as fast as the gateway takes them.
     Huge(usize),
+    /// Stream normally, but wait this long before the first content chunk (a known time to
+    /// first token).
+    FirstAfter(Duration),
 }
 
 /// A chat request as the fake received it.
@@ -508,6 +511,7 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
                     return Ok(());
                 }
                 Mode::Slow(d) => tokio::time::sleep(*d).await,
+                Mode::FirstAfter(d) if i == 0 => tokio::time::sleep(*d).await,
                 Mode::SlowThenDie(_, n) if i == *n => return Ok(()),
                 Mode::SlowThenDie(d, _) => tokio::time::sleep(*d).await,
                 _ => {}

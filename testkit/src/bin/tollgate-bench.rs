@@ -9,6 +9,8 @@
 //!   (`tollgate_testkit::scenarios_fake`); `closer --listen ADDR`: one that reads each request
 //!   and closes the connection (benches/scenarios.sh).
 //! - `tollgate-bench tools --listen ADDR`: a plain JSON-RPC tool server (the MCP rows).
+//! - `tollgate-bench sink --listen ADDR`: an OTLP/HTTP trace sink answering every export 200,
+//!   keeping nothing (the tracing rows).
 //! - `tollgate-bench pingora --listen ADDR --upstream HOST:PORT [--threads N]`: Pingora's own
 //!   proxy with no logic in front of one upstream: the floor for one hop on our framework.
 //! - `tollgate-bench anthropic --listen ADDR`: the fake Messages API provider of the tests
@@ -94,6 +96,13 @@ fn main() {
             }))
         }
         Some("body") => print!("{}", body(&args)),
+        Some("sink") => rt.block_on(async {
+            let listen =
+                arg(&args, "--listen").unwrap_or_else(|| usage(Some("--listen is required")));
+            let addr = tollgate_testkit::collector::serve_sink(&listen).await;
+            eprintln!("trace sink on {addr}");
+            std::future::pending::<()>().await
+        }),
         _ => usage(None),
     }
 }

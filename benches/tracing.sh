@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# What tracing costs (issue 52): chat completions (JSON) through Tollgate on SQLite with traces
+# off, with traces on at the default sample_ratio (0.1) and at 1.0, each exporting to a sink
+# that answers every export 200 (`tollgate-bench sink`): p50/p99 at a fixed rate, then max rps
+# and the proxy's CPU per request on 64 connections; the three interleaved for ROUNDS rounds
+# (default 3) so that the machine's drift falls on all of them alike. The goal: CPU per request
+# at the default ratio within 5 % of traces off.
+#
+# Sourced by benches/load.sh (its setup, fakes and tg_sqlite are used: `tracing_rows`), or run
+# alone: `bash benches/tracing.sh` (release builds); `BIN_DIR=target/debug bash
+# benches/tracing.sh` runs it on debug builds already made, to try the rows (no build; figures
+# of a debug build mean nothing).
+
+# Starts the two traced instances beside tg_sqlite and prints the table.
+tracing_rows() {
+  local SINK=127.0.0.1:19113 TG4=127.0.0.1:19114 TG5=127.0.0.1:19115
+  "$BENCH" sink --listen "$SINK" 2>/dev/null & pids+=($!)
+  local otlp="[telemetry]
+otlp_endpoint = \"http://$SINK/v1/traces\""
+  TG_EXTRA_TOML="$otlp" start_tollgate tg_traced_default "$TG5" "sqlite://$work/traced-default.db" ""
+  TG_EXTRA_TOML="$otlp
+sample_ratio = 1.0" start_tollgate tg_traced_all "$TG4" "sqlite://$work/traced-all.db" ""
+  local out="$work/tracing.jsonl" round name addr key url
+  for round in $(seq 1 "${ROUNDS:-3}"); do
+    for t in "tollgate-sqlite|$TG1|$tg_sqlite_key" "tollgate-traced-default|$TG5|$tg_traced_default_key" "tollgate-traced-all|$TG4|$tg_traced_all_key"; do
+      IFS='|' read -r name addr key <<<"$t"
+      url="http://$addr/v1/chat/completions"
+      echo "== tracing round $round: $name" >&2
+      rate=$(loadgen rate "$url" "$RATE_SECS" 64 "$RPS" --model bench --header "Authorization: Bearer $key")
+      max=$(measure "$name" loadgen max "$url" "$MAX_SECS" 64 "$RPS" --model bench --header "Authorization: Bearer $key")
+      echo "{\"name\":\"$name\",\"round\":$round,\"rate\":$rate,\"max\":$max}" >> "$out"
+    done
+  done
+  python3 - "$out" <<'PY'
+import json, sys
+from statistics import median
+rows = [json.loads(l) for l in open(sys.argv[1])]
+names = ["tollgate-sqlite", "tollgate-traced-default", "tollgate-traced-all"]
+label = {"tollgate-sqlite": "traces off", "tollgate-traced-default": "traces on, sample_ratio 0.1 (default)", "tollgate-traced-all": "traces on, sample_ratio 1.0"}
+def cpu(r): return r["max"]["cpu_us"] / max(r["max"].get("requests", 0), 1)
+# Per round, each target's CPU against the untraced one's of the same round.
+by = {(r["name"], r["round"]): r for r in rows}
+rounds = sorted({r["round"] for r in rows})
+print()
+print("| chat JSON, tollgate-sqlite | p50 / p99 µs @rate (median) | max rps @64 conns (median) | CPU µs/req (median) | × traces off (median of rounds) | errors |")
+print("|---|---|---|---|---|---|")
+for n in names:
+    rs = [by[(n, k)] for k in rounds if (n, k) in by]
+    ratio = median(cpu(by[(n, k)]) / cpu(by[("tollgate-sqlite", k)]) for k in rounds if (n, k) in by)
+    p50 = median(r["rate"]["p50_us"] for r in rs)
+    p99 = median(r["rate"]["p99_us"] for r in rs)
+    rps = median(r["max"]["rps"] for r in rs)
+    errors = sum(r["rate"]["errors"] + r["max"]["errors"] for r in rs)
+    print(f'| {label[n]} | {p50:.0f} / {p99:.0f} | {rps:.0f} | {median(cpu(r) for r in rs):.1f} | {ratio:.3f}× | {errors} |')
+print()
+print("goal: CPU per request at the default sample_ratio within 5 % of traces off (≤ 1.05×)")
+PY
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -euo pipefail
+  cd "$(dirname "$0")/.."
+  RPS=${RPS:-1000} RATE_SECS=${RATE_SECS:-15} MAX_SECS=${MAX_SECS:-10}
+  # shellcheck source=benches/lib.sh
+  . benches/lib.sh
+  if [ -n "${BIN_DIR:-}" ]; then
+    BENCH=$BIN_DIR/tollgate-bench TOLLGATE=$BIN_DIR/tollgate
+    work=$(mktemp -d)
+    pids=()
+    trap bench_cleanup EXIT
+  else
+    bench_setup no-nginx
+  fi
+  start_fakes 50 10
+  start_tollgate tg_sqlite "$TG1" "sqlite://$work/ledger.db" ""
+  tracing_rows
+fi
