@@ -77,8 +77,8 @@ impl WebhooksSection {
         let mut range = |key: &str, v: u64, lo: u64, hi: u64, unit: &str| {
             if !(lo..=hi).contains(&v) {
                 errs.push(err(
-                    &format!("webhooks.{key}"),
-                    &format!("must be from {lo} to {hi} {unit}"),
+                    format!("webhooks.{key}"),
+                    format!("must be from {lo} to {hi} {unit}"),
                 ));
             }
             v.clamp(lo, hi)

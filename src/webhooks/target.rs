@@ -35,7 +35,7 @@ pub fn parse(url: &str) -> Result<EndpointUrl, String> {
         return Err("must not have a fragment".into());
     }
     let origin = &url[..url.len() - rest.len() + end];
-    EndpointUrl::parse(origin).map_err(|e| format!("{e}"))
+    EndpointUrl::parse(origin).map_err(|e| e.to_string())
 }
 
 /// Resolves the URL's host within `timeout` and checks every address it has; the first, to
