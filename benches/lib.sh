@@ -239,6 +239,7 @@ proxy_pids() { # target name
     tollgate-postgres-redis) echo "${tg_pg_pid:-}" ;;
     tollgate-traced-default) echo "${tg_traced_default_pid:-}" ;;
     tollgate-traced-all) echo "${tg_traced_all_pid:-}" ;;
+    tollgate-no-request-log) echo "${tg_no_log_pid:-}" ;;
   esac
 }
 

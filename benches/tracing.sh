@@ -4,7 +4,9 @@
 # that answers every export 200 (`tollgate-bench sink`): p50/p99 at a fixed rate, then max rps
 # and the proxy's CPU per request on 64 connections; the three interleaved for ROUNDS rounds
 # (default 3) so that the machine's drift falls on all of them alike. The goal: CPU per request
-# at the default ratio within 5 % of traces off.
+# at the default ratio within 5 % of traces off. Beside them, the same gateway with its request
+# log off (`[telemetry.request_log] enabled = false`; the log is on by default, so every other
+# row of the benches writes a record per request): what the record costs.
 #
 # Sourced by benches/load.sh (its setup, fakes and tg_sqlite are used: `tracing_rows`), or run
 # alone: `bash benches/tracing.sh` (release builds); `BIN_DIR=target/debug bash
@@ -13,16 +15,18 @@
 
 # Starts the two traced instances beside tg_sqlite and prints the table.
 tracing_rows() {
-  local SINK=127.0.0.1:19113 TG4=127.0.0.1:19114 TG5=127.0.0.1:19115
+  local SINK=127.0.0.1:19113 TG4=127.0.0.1:19114 TG5=127.0.0.1:19115 TG6=127.0.0.1:19116
   "$BENCH" sink --listen "$SINK" 2>/dev/null & pids+=($!)
   local otlp="[telemetry]
 otlp_endpoint = \"http://$SINK/v1/traces\""
   TG_EXTRA_TOML="$otlp" start_tollgate tg_traced_default "$TG5" "sqlite://$work/traced-default.db" ""
   TG_EXTRA_TOML="$otlp
 sample_ratio = 1.0" start_tollgate tg_traced_all "$TG4" "sqlite://$work/traced-all.db" ""
+  TG_EXTRA_TOML="[telemetry.request_log]
+enabled = false" start_tollgate tg_no_log "$TG6" "sqlite://$work/no-log.db" ""
   local out="$work/tracing.jsonl" round name addr key url
   for round in $(seq 1 "${ROUNDS:-3}"); do
-    for t in "tollgate-sqlite|$TG1|$tg_sqlite_key" "tollgate-traced-default|$TG5|$tg_traced_default_key" "tollgate-traced-all|$TG4|$tg_traced_all_key"; do
+    for t in "tollgate-sqlite|$TG1|$tg_sqlite_key" "tollgate-traced-default|$TG5|$tg_traced_default_key" "tollgate-traced-all|$TG4|$tg_traced_all_key" "tollgate-no-request-log|$TG6|$tg_no_log_key"; do
       IFS='|' read -r name addr key <<<"$t"
       url="http://$addr/v1/chat/completions"
       echo "== tracing round $round: $name" >&2
@@ -35,8 +39,8 @@ sample_ratio = 1.0" start_tollgate tg_traced_all "$TG4" "sqlite://$work/traced-a
 import json, sys
 from statistics import median
 rows = [json.loads(l) for l in open(sys.argv[1])]
-names = ["tollgate-sqlite", "tollgate-traced-default", "tollgate-traced-all"]
-label = {"tollgate-sqlite": "traces off", "tollgate-traced-default": "traces on, sample_ratio 0.1 (default)", "tollgate-traced-all": "traces on, sample_ratio 1.0"}
+names = ["tollgate-sqlite", "tollgate-traced-default", "tollgate-traced-all", "tollgate-no-request-log"]
+label = {"tollgate-sqlite": "traces off (request log on: the default)", "tollgate-traced-default": "traces on, sample_ratio 0.1 (default)", "tollgate-traced-all": "traces on, sample_ratio 1.0", "tollgate-no-request-log": "traces off, request log off"}
 def cpu(r): return r["max"]["cpu_us"] / max(r["max"].get("requests", 0), 1)
 # Per round, each target's CPU against the untraced one's of the same round.
 by = {(r["name"], r["round"]): r for r in rows}

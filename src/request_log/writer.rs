@@ -76,10 +76,24 @@ impl BackgroundService for RequestLogService {
                 write(&self.0, &ledger, &cfg, &mut batch, &failed).await;
                 return;
             }
+            // A short wait lets the batch fill under load: one statement and one commit for
+            // many records rather than for each (docs/performance.md, issue 52).
+            if batch.len() < cfg.batch {
+                tokio::time::sleep(GATHER).await;
+                while batch.len() < cfg.batch {
+                    match rx.try_recv() {
+                        Ok(r) => batch.push(r),
+                        Err(_) => break,
+                    }
+                }
+            }
             write(&self.0, &ledger, &cfg, &mut batch, &failed).await;
         }
     }
 }
+
+/// How long the writer waits for a batch to fill after its first record.
+const GATHER: Duration = Duration::from_millis(200);
 
 /// Writes `batch` (emptied), trying once more after a second when the ledger refuses it.
 async fn write(
