@@ -158,6 +158,10 @@ def journey(browser):
     owner.wait_for_selector("#invite-link")
     link = owner.inner_text("#invite-link").strip()
     check("/dashboard/join?token=inv_" in link, f"invitation link: {link!r}")
+    try:  # the list is fetched again after the link is shown, as the keys' below
+        owner.locator("#org-invitations", has_text=MEMBER).wait_for()
+    except Exception:
+        pass
     check(MEMBER in owner.inner_text("#org-invitations"), "the open invitation is not listed")
     step("owner invited the member")
 
@@ -192,6 +196,12 @@ def journey(browser):
     key = member.inner_text("#new-key").strip()
     check(re.fullmatch(r"tg_[0-9A-Za-z]{40}", key) is not None, f"not a key: {key!r}")
     settled(member)
+    # The list is fetched again after the new key is shown, with no loading placeholder in
+    # between: wait for it (a loaded machine answers that fetch after `settled` returns).
+    try:
+        member.locator("#org-keys", has_text="member-key").wait_for()
+    except Exception:
+        pass
     check("member-key" in member.inner_text("#org-keys"), "the new key is not listed")
     status, reply = chat(key)
     check(status == 200, f"a request with the organization key: {status} {reply}")
