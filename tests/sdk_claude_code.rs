@@ -191,7 +191,15 @@ async fn claude_code_reads_the_cache_on_its_second_turn_and_pays_the_read_rate()
     let out = claude_in(&bin, &gw, "claude-x", "Say hello", &dirs, &[]).await;
     assert!(out.contains(a.reply_text().trim()), "{out}");
     let first_turn = a.count();
-    let out = claude_in(&bin, &gw, "claude-x", "Say it again", &dirs, &["--continue"]).await;
+    let out = claude_in(
+        &bin,
+        &gw,
+        "claude-x",
+        "Say it again",
+        &dirs,
+        &["--continue"],
+    )
+    .await;
     assert!(out.contains(a.reply_text().trim()), "{out}");
 
     let sent = a.requests();

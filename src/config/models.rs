@@ -152,8 +152,7 @@ fn model_spec(
             "only a chat model of an openai provider can serve legacy completions",
         ));
     }
-    if m.cache_breakpoints && (kind == ModelKind::Embedding || provider_kind != Some("anthropic"))
-    {
+    if m.cache_breakpoints && (kind == ModelKind::Embedding || provider_kind != Some("anthropic")) {
         errs.push(err(
             at("cache_breakpoints"),
             "only a chat model of an anthropic provider takes cache breakpoints",

@@ -158,15 +158,14 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_breakpoint_threshold_defaults_to_anthropics_minimum_and_absurd_ones_are_refused()
-    {
+    fn the_cache_breakpoint_threshold_defaults_to_anthropics_minimum_and_absurd_ones_are_refused() {
         let c = parse("").unwrap();
         assert_eq!(c.routing.cache_breakpoint_min_tokens, 1024);
         let c = parse("[routing]\ncache_breakpoint_min_tokens = 2048\n").unwrap();
         assert_eq!(c.routing.cache_breakpoint_min_tokens, 2048);
         for bad in ["0", "100000000"] {
-            let errs = parse(&format!("[routing]\ncache_breakpoint_min_tokens = {bad}\n"))
-                .unwrap_err();
+            let errs =
+                parse(&format!("[routing]\ncache_breakpoint_min_tokens = {bad}\n")).unwrap_err();
             let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
             assert_eq!(paths, ["routing.cache_breakpoint_min_tokens"], "{bad}");
         }

@@ -36,7 +36,10 @@ impl PromptCache {
             prefix.push(format!("{}\u{1}{text}", prefix.last().map_or("", |p| p)));
             tokens.push(tokens.last().copied().unwrap_or(0) + (text.len() as u64).div_ceil(4));
         }
-        let marks: Vec<usize> = (0..blocks.len()).filter(|&i| blocks[i].1).map(|i| i + 1).collect();
+        let marks: Vec<usize> = (0..blocks.len())
+            .filter(|&i| blocks[i].1)
+            .map(|i| i + 1)
+            .collect();
         // The longest prefix remembered at a mark or within the lookback before one.
         let read_at = marks
             .iter()

@@ -68,7 +68,12 @@ fn marks(body: &Value) -> Vec<(String, Value)> {
     for (i, b) in body["system"].as_array().into_iter().flatten().enumerate() {
         look(format!("system[{i}]"), b);
     }
-    for (i, m) in body["messages"].as_array().into_iter().flatten().enumerate() {
+    for (i, m) in body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         for (j, b) in m["content"].as_array().into_iter().flatten().enumerate() {
             look(format!("messages[{i}].content[{j}]"), b);
         }
@@ -99,7 +104,10 @@ async fn a_long_prompt_gets_marks_where_described_and_a_short_one_none() {
         // Everything else as the client sent it: the string system prompt and the message are
         // one text block each.
         assert_eq!(sent["system"][0]["text"], system.as_str());
-        assert_eq!(sent["messages"][0]["content"][0]["text"], "What does chapter 2 say?");
+        assert_eq!(
+            sent["messages"][0]["content"][0]["text"],
+            "What does chapter 2 say?"
+        );
         assert_eq!(sent["tools"][1]["name"], "quote");
         assert!(sent["tools"][0].get("cache_control").is_none());
     }
@@ -135,7 +143,11 @@ async fn a_chat_completions_client_gets_them_on_an_anthropic_model() {
     assert_eq!(r.status, 200, "{}", r.text());
     let sent = last_sent(&a);
     let at: Vec<String> = marks(&sent).into_iter().map(|m| m.0).collect();
-    assert_eq!(at, ["tools[0]", "system[0]", "messages[0].content[0]"], "{sent}");
+    assert_eq!(
+        at,
+        ["tools[0]", "system[0]", "messages[0].content[0]"],
+        "{sent}"
+    );
 }
 
 #[tokio::test]
@@ -153,7 +165,12 @@ async fn off_unless_the_model_the_key_or_its_organization_opted_in() {
 
     // The key.
     let r = gw
-        .api_as(&gw.key, "POST", "/api/v1/keys", &json!({"name": "k", "cache_breakpoints": true}))
+        .api_as(
+            &gw.key,
+            "POST",
+            "/api/v1/keys",
+            &json!({"name": "k", "cache_breakpoints": true}),
+        )
         .await;
     assert_eq!(r.status, 201, "{}", r.text());
     assert_eq!(r.json()["cache_breakpoints"], true);
@@ -165,7 +182,12 @@ async fn off_unless_the_model_the_key_or_its_organization_opted_in() {
     assert!(marked(&a), "the key opted in");
     let path = format!("/api/v1/keys/{id}");
     let r = gw
-        .api_as(&gw.key, "PATCH", &path, &json!({"cache_breakpoints": false}))
+        .api_as(
+            &gw.key,
+            "PATCH",
+            &path,
+            &json!({"cache_breakpoints": false}),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     messages(&gw, &key, &body).await;
@@ -186,7 +208,12 @@ async fn off_unless_the_model_the_key_or_its_organization_opted_in() {
     let org = r.json()["id"].as_str().unwrap().to_owned();
     gw.admin_credits(&org, 100.0).await;
     let r = gw
-        .api_as(&owner, "POST", "/api/v1/keys", &json!({"name": "o", "organization_id": org}))
+        .api_as(
+            &owner,
+            "POST",
+            "/api/v1/keys",
+            &json!({"name": "o", "organization_id": org}),
+        )
         .await;
     assert_eq!(r.status, 201, "{}", r.text());
     let org_key = r.json()["key"].as_str().unwrap().to_owned();
@@ -231,7 +258,10 @@ async fn bad_switches_are_refused_by_name_and_change_nothing() {
                 .await;
             let v = r.error(400, "invalid_request");
             let message = v["error"]["message"].as_str().unwrap();
-            assert!(message.starts_with("cache_breakpoints: "), "{path} {bad}: {message}");
+            assert!(
+                message.starts_with("cache_breakpoints: "),
+                "{path} {bad}: {message}"
+            );
         }
         // A bad switch beside a good one: neither is written.
         let r = gw
@@ -244,7 +274,14 @@ async fn bad_switches_are_refused_by_name_and_change_nothing() {
             .await;
         r.error(400, "invalid_request");
     }
-    let r = gw.api_as(&gw.key, "POST", "/api/v1/keys", &json!({"name": "k2", "cache_breakpoints": "yes"})).await;
+    let r = gw
+        .api_as(
+            &gw.key,
+            "POST",
+            "/api/v1/keys",
+            &json!({"name": "k2", "cache_breakpoints": "yes"}),
+        )
+        .await;
     assert!(r.error(400, "invalid_request")["error"]["message"]
         .as_str()
         .unwrap()
@@ -253,18 +290,35 @@ async fn bad_switches_are_refused_by_name_and_change_nothing() {
     r.error(400, "invalid_request");
     // The organization's switch is not a person's: /auth/me refuses it by name.
     let r = gw
-        .api_as(&gw.key, "PATCH", "/api/v1/auth/me", &json!({"cache_breakpoints": true}))
+        .api_as(
+            &gw.key,
+            "PATCH",
+            "/api/v1/auth/me",
+            &json!({"cache_breakpoints": true}),
+        )
         .await;
     assert!(r.error(400, "invalid_request")["error"]["message"]
         .as_str()
         .unwrap()
         .starts_with("cache_breakpoints: "));
     // Nothing changed, and the service is healthy.
-    let keys = gw.api_as(&gw.key, "GET", "/api/v1/keys", &json!({})).await.json();
-    let k = keys["data"].as_array().unwrap().iter().find(|k| k["id"] == id.as_str()).unwrap().clone();
+    let keys = gw
+        .api_as(&gw.key, "GET", "/api/v1/keys", &json!({}))
+        .await
+        .json();
+    let k = keys["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["id"] == id.as_str())
+        .unwrap()
+        .clone();
     assert_eq!(k["cache_breakpoints"], false);
     assert_eq!(k["log_payloads"], false);
-    let shown = gw.api_as(&gw.key, "GET", &org_path, &json!({})).await.json();
+    let shown = gw
+        .api_as(&gw.key, "GET", &org_path, &json!({}))
+        .await
+        .json();
     assert_eq!(shown["cache_breakpoints"], false);
     assert_eq!(shown["log_payloads"], false);
     assert!(gw.is_healthy().await);
@@ -293,7 +347,11 @@ async fn a_client_that_never_marks_reads_the_cache_on_its_second_turn_at_the_rea
         }
         // The usage row is the fake's counts at the model's rates, and the reply says so.
         let row = &gw.usage(&gw.key).await["recent"][0];
-        assert_eq!(micros(&row["credits"]), cost(u, words), "turn {turn}: {u:?}");
+        assert_eq!(
+            micros(&row["credits"]),
+            cost(u, words),
+            "turn {turn}: {u:?}"
+        );
         assert_eq!(before - gw.balance(&gw.key).await, cost(u, words));
         let usage = &r.json()["usage"];
         assert_eq!(usage["cache_read_input_tokens"], u.read, "{usage}");

@@ -140,7 +140,10 @@ fn count_marks(members: &raw::MemberList<'_>) -> usize {
     }
     let count = |v: Option<&RawValue>| blocks(v).into_iter().filter(|b| marked(b)).count();
     let mut n = count(raw::get(members, "tools")) + count(raw::get(members, "system"));
-    for m in blocks(raw::get(members, "messages")).into_iter().filter_map(raw::object) {
+    for m in blocks(raw::get(members, "messages"))
+        .into_iter()
+        .filter_map(raw::object)
+    {
         for b in blocks(raw::get(&m, "content")) {
             n += usize::from(marked(b));
             n += count(raw::object(b).and_then(|o| raw::get(&o, "content")));

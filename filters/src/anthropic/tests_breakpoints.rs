@@ -14,8 +14,10 @@ fn marked(body: &Value) -> Value {
 
 #[test]
 fn a_string_system_prompt_becomes_one_marked_text_block() {
-    let out = marked(&json!({"model": "c", "max_tokens": 5, "system": "Be brief.",
-        "messages": [{"role": "user", "content": "Hi"}]}));
+    let out = marked(
+        &json!({"model": "c", "max_tokens": 5, "system": "Be brief.",
+        "messages": [{"role": "user", "content": "Hi"}]}),
+    );
     assert_eq!(
         out["system"],
         json!([{"type": "text", "text": "Be brief.", "cache_control": {"type": MARK}}])
@@ -44,7 +46,10 @@ fn the_last_tool_system_block_and_message_block_are_marked() {
     assert!(out["messages"][1]["content"][0]
         .get("cache_control")
         .is_none());
-    assert_eq!(out["messages"][2]["content"][1]["cache_control"]["type"], MARK);
+    assert_eq!(
+        out["messages"][2]["content"][1]["cache_control"]["type"],
+        MARK
+    );
     assert!(out["messages"][2]["content"][0]
         .get("cache_control")
         .is_none());
@@ -93,7 +98,10 @@ fn a_translated_chat_request_gets_its_marks() {
     let out: Value = serde_json::from_slice(&add_breakpoints(&body).unwrap()).unwrap();
     assert_eq!(out["system"][0]["cache_control"]["type"], MARK);
     assert_eq!(out["tools"][0]["cache_control"]["type"], MARK);
-    assert_eq!(out["messages"][0]["content"][0]["cache_control"]["type"], MARK);
+    assert_eq!(
+        out["messages"][0]["content"][0]["cache_control"]["type"],
+        MARK
+    );
 }
 
 /// xorshift64*: small, seeded, enough to pick cases.
@@ -177,7 +185,9 @@ fn without_marks(mut v: Value) -> Value {
         if let Some(o) = b.as_object_mut() {
             o.remove("cache_control");
             if let Some(inner) = o.get_mut("content").and_then(Value::as_array_mut) {
-                inner.iter_mut().for_each(|i| drop(i.as_object_mut().map(|i| i.remove("cache_control"))));
+                inner
+                    .iter_mut()
+                    .for_each(|i| drop(i.as_object_mut().map(|i| i.remove("cache_control"))));
             }
         }
     };
@@ -221,11 +231,18 @@ fn marks_never_pass_the_limit_keep_a_clients_own_and_change_nothing_else() {
                 let n = count_breakpoints(&out);
                 assert!((1..=MAX_BREAKPOINTS).contains(&n), "case {case}: {n} marks");
                 let out: Value = serde_json::from_slice(&out).expect("still JSON");
-                assert_eq!(without_marks(out.clone()), without_marks(body.clone()), "case {case}");
+                assert_eq!(
+                    without_marks(out.clone()),
+                    without_marks(body.clone()),
+                    "case {case}"
+                );
                 // The last tool is always marked (any tool may carry one).
                 if let Some(t) = body["tools"].as_array().and_then(|t| t.last()) {
                     assert!(t.is_object());
-                    assert_eq!(out["tools"].as_array().unwrap().last().unwrap()["cache_control"]["type"], MARK);
+                    assert_eq!(
+                        out["tools"].as_array().unwrap().last().unwrap()["cache_control"]["type"],
+                        MARK
+                    );
                 }
                 // The system prompt's and the last message's last block, where they may
                 // carry one.
@@ -234,7 +251,10 @@ fn marks_never_pass_the_limit_keep_a_clients_own_and_change_nothing_else() {
                 let message = body["messages"].as_array().unwrap().last().unwrap();
                 for (before, after) in [
                     (system, out.get("system").cloned().unwrap_or(Value::Null)),
-                    (message["content"].clone(), out["messages"].as_array().unwrap().last().unwrap()["content"].clone()),
+                    (
+                        message["content"].clone(),
+                        out["messages"].as_array().unwrap().last().unwrap()["content"].clone(),
+                    ),
                 ] {
                     let want = match &before {
                         Value::String(s) => !s.is_empty(),
