@@ -2,8 +2,9 @@
 //! `cache_breakpoints`, the key's or its organization's) and whose prompt is estimated above
 //! `[routing] cache_breakpoint_min_tokens` reaches the provider with `cache_control` on its
 //! last tool, last system block and last message block, unless the client marked something
-//! itself; a raw client that never marks then reads the cache on its second turn, billed at
-//! the cache rates. Bad switches are refused by name.
+//! itself; a raw client and the official `anthropic` Python SDK (`tests/sdk/anthropic_cache.py`),
+//! which never mark, then read the cache on their second turn, billed at the cache rates. Bad
+//! switches are refused by name. Claude Code, which marks its own: `tests/sdk_claude_code.rs`.
 
 use serde_json::{json, Value};
 use tollgate_testkit::anthropic::AnthropicMode;
@@ -371,4 +372,71 @@ async fn a_client_that_never_marks_reads_the_cache_on_its_second_turn_at_the_rea
     messages(&gw, &gw.key, &body).await;
     let u = *a.cache_usage().last().unwrap();
     assert_eq!((u.read, u.write), (0, 0), "{u:?}");
+}
+
+#[tokio::test]
+async fn the_official_anthropic_sdk_reads_the_cache_on_its_second_turn_without_marking() {
+    let Some(py) = python_with("import anthropic") else {
+        return skip("no Python with the anthropic package; run ./dev test to set one up");
+    };
+    let a = FakeAnthropic::start("c").await;
+    a.set_mode(AnthropicMode::PromptCache);
+    let gw = Gateway::start(tollgate_bin!(), &config(&a, "")).await;
+    let before = gw.balance(&gw.key).await;
+    let script = format!(
+        "{}/tests/sdk/anthropic_cache.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (url, key) = (format!("http://{}", gw.addr), gw.key.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(py)
+            .arg(script)
+            .env("TOLLGATE_URL", url)
+            .env("TOLLGATE_API_KEY", key)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && stdout.contains("sdk: all passed"),
+        "SDK script failed\nstdout:\n{stdout}\nstderr:\n{}\ngateway:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        gw.log()
+    );
+    // The SDK never marked: every mark the fake saw was the gateway's.
+    for r in a.requests() {
+        let sent = r.json();
+        assert_eq!(marks(&sent).len(), 3, "{sent}");
+    }
+    let told = |name: &str| -> Vec<u64> {
+        stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().parse().unwrap())
+            .collect()
+    };
+    let usage = a.cache_usage();
+    assert_eq!(
+        told("READ="),
+        usage.iter().map(|u| u.read).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        told("WRITE="),
+        usage.iter().map(|u| u.write).collect::<Vec<_>>()
+    );
+    // What the SDK read as the cost is the fake's counts at the rates, and the balance's fall.
+    let costs: Vec<i64> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("COST="))
+        .map(|c| micros(&json!(c.trim().parse::<f64>().unwrap())))
+        .collect();
+    let words = a.reply_words();
+    let expected: Vec<i64> = usage.iter().map(|u| cost(*u, words)).collect();
+    assert_eq!(costs, expected);
+    assert_eq!(
+        before - gw.balance(&gw.key).await,
+        expected.iter().sum::<i64>()
+    );
 }
