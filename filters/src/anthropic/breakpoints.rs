@@ -126,7 +126,8 @@ fn mark_object(v: &RawValue, start: usize) -> Option<Edit> {
 }
 
 /// How many `cache_control` marks a Messages body carries where Anthropic reads them: on
-/// tools, system blocks, message blocks and the blocks of a tool result.
+/// tools, system blocks, message blocks and the blocks of a tool result, and the request's
+/// own (Anthropic's automatic caching, which marks the last block it can).
 pub fn count_breakpoints(body: &[u8]) -> usize {
     raw::parse_object(body).map_or(0, |m| count_marks(&m))
 }
@@ -139,7 +140,9 @@ fn count_marks(members: &raw::MemberList<'_>) -> usize {
         v.and_then(raw::array).unwrap_or_default()
     }
     let count = |v: Option<&RawValue>| blocks(v).into_iter().filter(|b| marked(b)).count();
-    let mut n = count(raw::get(members, "tools")) + count(raw::get(members, "system"));
+    let mut n = count(raw::get(members, "tools"))
+        + count(raw::get(members, "system"))
+        + usize::from(raw::get_set(members, "cache_control").is_some());
     for m in blocks(raw::get(members, "messages"))
         .into_iter()
         .filter_map(raw::object)

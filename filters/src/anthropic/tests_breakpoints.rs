@@ -64,7 +64,9 @@ fn a_client_mark_anywhere_means_none_are_added() {
     let tool = json!({"model": "c", "max_tokens": 5, "system": "S",
         "tools": [{"name": "a", "input_schema": {}, "cache_control": {"type": MARK, "ttl": "1h"}}],
         "messages": [{"role": "user", "content": "Hi"}]});
-    for body in [nested, tool] {
+    let automatic = json!({"model": "c", "max_tokens": 5, "system": "S",
+        "cache_control": {"type": MARK}, "messages": [{"role": "user", "content": "Hi"}]});
+    for body in [nested, tool, automatic] {
         assert!(add_breakpoints(&serde_json::to_vec(&body).unwrap()).is_none());
     }
 }
