@@ -115,6 +115,7 @@ fn catalog(n: usize) -> Catalog {
             cache_write_1h_micros_per_1k: None,
             max_output_tokens: 1000,
             completions: false,
+            cache_breakpoints: false,
             guest: false,
             self_hosted: i == n - 1,
             demo: false,

@@ -4,6 +4,8 @@
 //! and on an OpenAI-compatible model behind the fake OpenAI provider (Claude Code sends a
 //! `system` turn inside `messages`, adaptive thinking and context management), each answering
 //! a prompt and a tool-using prompt; the charge equals the usage rows, one per model call.
+//! Cache breakpoints (issue 53): Claude Code's second turn (`--continue`) reads the prompt cache
+//! its first wrote, behind the fake's prompt cache, billed at the cache-read rate.
 //!
 //! Needs Claude Code: `./dev test` installs it under `.tools/` (`TOLLGATE_TEST_CLAUDE` names
 //! another). Without it the tests print `SKIPPED: …` and pass, unless
@@ -15,7 +17,21 @@ use tollgate_testkit::*;
 
 /// Runs `claude -p PROMPT --model MODEL` against the gateway; returns its output.
 async fn claude(bin: &str, gw: &Gateway, model: &str, prompt: &str) -> String {
-    let (bin, home, work) = (bin.to_owned(), temp_dir(), temp_dir());
+    claude_in(bin, gw, model, prompt, &(temp_dir(), temp_dir()), &[]).await
+}
+
+/// `claude -p PROMPT --model MODEL EXTRA…` with this home and working directory (where Claude
+/// Code keeps its sessions, for `--continue`).
+async fn claude_in(
+    bin: &str,
+    gw: &Gateway,
+    model: &str,
+    prompt: &str,
+    dirs: &(std::path::PathBuf, std::path::PathBuf),
+    extra: &[&str],
+) -> String {
+    let (bin, home, work) = (bin.to_owned(), dirs.0.clone(), dirs.1.clone());
+    let extra: Vec<String> = extra.iter().map(|e| e.to_string()).collect();
     let (base, key, model, prompt) = (
         format!("http://{}", gw.addr),
         gw.key.clone(),
@@ -25,6 +41,7 @@ async fn claude(bin: &str, gw: &Gateway, model: &str, prompt: &str) -> String {
     let out = tokio::task::spawn_blocking(move || {
         Command::new(bin)
             .args(["-p", &prompt, "--model", &model])
+            .args(&extra)
             .current_dir(&work)
             .env("HOME", &home)
             .env("ANTHROPIC_BASE_URL", base)
@@ -150,4 +167,73 @@ async fn claude_code_works_on_an_openai_compatible_model() {
     });
     assert!(tool_back, "no tool result came back from Claude Code");
     books_match(&gw, initial, fake.chat_count()).await;
+}
+
+/// Claude Code marks its own breakpoints: the gateway passes them as they are (adding none,
+/// though the model opted in) and bills what the provider's cache did. Its second turn
+/// (`--continue`) reads the conversation the first wrote, at the cache-read rate: every usage
+/// row is the fake's reported counts at the model's rates.
+#[tokio::test]
+async fn claude_code_reads_the_cache_on_its_second_turn_and_pays_the_read_rate() {
+    let Some(bin) = claude_code() else {
+        return skip("no Claude Code; run ./dev test to install it under .tools/");
+    };
+    let a = FakeAnthropic::start("a").await;
+    a.set_mode(AnthropicMode::PromptCache);
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}[[models]]\nid = \"claude-x\"\nprovider = \"anth\"\ntier = \"powerful\"\ninput_credits_per_1k = 3\noutput_credits_per_1k = 15\ncache_read_credits_per_1k = 0.3\ncache_write_credits_per_1k = 3.75\nmax_output_tokens = 64000\ncache_breakpoints = true\n",
+        anthropic_provider("anth", &[&a], "")
+    );
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    let initial = books::read(&gw.config_db(), &gw.user_id).await.money;
+    let dirs = (temp_dir(), temp_dir());
+
+    let out = claude_in(&bin, &gw, "claude-x", "Say hello", &dirs, &[]).await;
+    assert!(out.contains(a.reply_text().trim()), "{out}");
+    let first_turn = a.count();
+    let out = claude_in(
+        &bin,
+        &gw,
+        "claude-x",
+        "Say it again",
+        &dirs,
+        &["--continue"],
+    )
+    .await;
+    assert!(out.contains(a.reply_text().trim()), "{out}");
+
+    let sent = a.requests();
+    let usage = a.cache_usage();
+    assert_eq!(sent.len(), usage.len());
+    // The second turn's conversation (the first turn's question in it) read from the cache.
+    let continued: Vec<usize> = (first_turn..sent.len())
+        .filter(|&i| {
+            let body = sent[i].json();
+            body["messages"].to_string().contains("Say hello")
+        })
+        .collect();
+    assert!(!continued.is_empty(), "no request of turn 2 carried turn 1");
+    assert!(
+        continued.iter().any(|&i| usage[i].read > 0),
+        "turn 2 read nothing from the cache: {usage:?}"
+    );
+    // Claude Code's own marks only, never more than Anthropic's limit of four.
+    for r in &sent {
+        let n = tollgate_filters::anthropic::breakpoints::count_breakpoints(&r.body);
+        assert!(n <= 4, "{n} marks: {}", r.json());
+    }
+    // Every call billed at the rates: input 3, cache writes 3.75, reads 0.3, output 15 per 1K.
+    let words = a.reply_words();
+    let expected: i64 = sent
+        .iter()
+        .zip(&usage)
+        .map(|(r, u)| {
+            let output = words.min(r.json()["max_tokens"].as_u64().unwrap_or(u64::MAX));
+            (u.input * 3_000 + u.write * 3_750 + u.read * 300 + output * 15_000) as i64
+        })
+        .sum();
+    let b = books::settled(&gw.config_db(), &gw.user_id).await;
+    let charged: i64 = b.rows.iter().map(|(_, c)| c).sum();
+    assert_eq!(charged, expected, "{usage:?}");
+    books_match(&gw, initial, sent.len()).await;
 }

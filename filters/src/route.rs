@@ -63,6 +63,9 @@ pub struct ModelSpec {
     pub max_output_tokens: u64,
     /// Serves OpenAI's legacy `POST /v1/completions` (`[[models]] completions = true`).
     pub completions: bool,
+    /// Its long prompts get the gateway's prompt-cache marks when the client set none
+    /// (`[[models]] cache_breakpoints = true`, Anthropic-kind providers only).
+    pub cache_breakpoints: bool,
     pub guest: bool,
     pub self_hosted: bool,
     /// Served by the demo provider: a candidate only when asked for by name (never a failover
@@ -342,6 +345,7 @@ mod tests {
             cache_write_1h_micros_per_1k: None,
             max_output_tokens: 100,
             completions: false,
+            cache_breakpoints: false,
             guest: false,
             self_hosted: false,
             demo: false,

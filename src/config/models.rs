@@ -47,6 +47,10 @@ pub struct ModelSection {
     /// Serves OpenAI's legacy `POST /v1/completions` (passed on as the client wrote it).
     #[serde(default)]
     pub completions: bool,
+    /// Long prompts to it get prompt-cache marks when the client set none (an Anthropic-kind
+    /// provider's models only).
+    #[serde(default)]
+    pub cache_breakpoints: bool,
     #[serde(default)]
     pub guest: bool,
     #[serde(default)]
@@ -148,6 +152,12 @@ fn model_spec(
             "only a chat model of an openai provider can serve legacy completions",
         ));
     }
+    if m.cache_breakpoints && (kind == ModelKind::Embedding || provider_kind != Some("anthropic")) {
+        errs.push(err(
+            at("cache_breakpoints"),
+            "only a chat model of an anthropic provider takes cache breakpoints",
+        ));
+    }
     if m.max_output_tokens == 0 {
         errs.push(err(at("max_output_tokens"), "must be at least 1"));
     }
@@ -174,6 +184,7 @@ fn model_spec(
             .map(|v| micros(&at("cache_write_1h_credits_per_1k"), v, errs)),
         max_output_tokens: m.max_output_tokens,
         completions: m.completions,
+        cache_breakpoints: m.cache_breakpoints,
         guest: m.guest,
         self_hosted: provider.is_some_and(|p| p.self_hosted),
         demo: provider.is_some_and(|p| p.kind == "demo"),
@@ -459,5 +470,40 @@ mod completions_tests {
         .unwrap_err();
         let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, ["models[0].completions", "models[1].completions"]);
+    }
+}
+
+#[cfg(test)]
+mod cache_breakpoints_tests {
+    use crate::config::parse;
+
+    #[test]
+    fn only_chat_models_of_anthropic_providers_take_cache_breakpoints() {
+        let providers = "[[providers]]\nname = \"o\"\nendpoints = [\"http://127.0.0.1:9\"]\n\n[[providers]]\nname = \"a\"\nkind = \"anthropic\"\nendpoints = [\"http://127.0.0.1:9\"]\n\n";
+        let m = |id: &str, p: &str, extra: &str| {
+            format!("[[models]]\nid = \"{id}\"\nprovider = \"{p}\"\ntier = \"economy\"\ninput_credits_per_1k = 1\noutput_credits_per_1k = 1\n{extra}\n")
+        };
+        let ok = parse(&format!(
+            "{providers}{}{}",
+            m("c", "a", "cache_breakpoints = true"),
+            m("d", "a", "")
+        ))
+        .unwrap();
+        assert!(ok.catalog.model(0).cache_breakpoints);
+        assert!(!ok.catalog.model(1).cache_breakpoints);
+        let errs = parse(&format!(
+            "{providers}{}",
+            m("g", "o", "cache_breakpoints = true")
+        ))
+        .unwrap_err();
+        let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["models[0].cache_breakpoints"]);
+        // Not a boolean: refused by TOML, the message naming the line and the type.
+        let errs = parse(&format!(
+            "{providers}{}",
+            m("c", "a", "cache_breakpoints = \"yes\"")
+        ))
+        .unwrap_err();
+        assert!(errs[0].path.starts_with("line "), "{errs:?}");
     }
 }

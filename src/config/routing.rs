@@ -22,7 +22,16 @@ pub struct RoutingSection {
     /// Who pays a continuation's prompt (the conversation and the partial answer sent again):
     /// `customer` or `gateway`.
     pub resume_prompt_paid_by: String,
+    /// The estimated prompt size from which the gateway adds prompt-cache marks to a request
+    /// that opted in (a model's, key's or organization's `cache_breakpoints`).
+    pub cache_breakpoint_min_tokens: u64,
 }
+
+/// Anthropic's smallest cacheable prompt for most models: a shorter one is not cached, mark
+/// or no mark.
+const DEFAULT_BREAKPOINT_MIN_TOKENS: u64 = 1024;
+/// Above any context window offered: a larger threshold could never be reached.
+const MAX_BREAKPOINT_MIN_TOKENS: u64 = 10_000_000;
 
 impl Default for RoutingSection {
     fn default() -> Self {
@@ -32,6 +41,7 @@ impl Default for RoutingSection {
             resume_plans: Vec::new(),
             resume_models: Vec::new(),
             resume_prompt_paid_by: "customer".into(),
+            cache_breakpoint_min_tokens: DEFAULT_BREAKPOINT_MIN_TOKENS,
         }
     }
 }
@@ -45,6 +55,7 @@ pub struct Routing {
     pub resume_models: Vec<String>,
     /// A continuation's prompt is the gateway's cost: its tokens are recorded, not charged.
     pub gateway_pays_resumed_prompt: bool,
+    pub cache_breakpoint_min_tokens: u64,
 }
 
 impl Routing {
@@ -94,7 +105,14 @@ impl RoutingSection {
                 false
             }
         };
+        if !(1..=MAX_BREAKPOINT_MIN_TOKENS).contains(&self.cache_breakpoint_min_tokens) {
+            errs.push(err(
+                "routing.cache_breakpoint_min_tokens",
+                format!("must be from 1 to {MAX_BREAKPOINT_MIN_TOKENS}"),
+            ));
+        }
         Routing {
+            cache_breakpoint_min_tokens: self.cache_breakpoint_min_tokens,
             max_resumes: self.max_resumes.min(5),
             resume: self.resume,
             resume_plans: self.resume_plans.clone(),
@@ -137,5 +155,23 @@ mod tests {
         let c = parse("[routing]\nresume_prompt_paid_by = \"gateway\"\nresume = true\n").unwrap();
         assert!(c.routing.gateway_pays_resumed_prompt);
         assert!(c.routing.resumes_by_default(None, "m"));
+    }
+
+    #[test]
+    fn the_cache_breakpoint_threshold_defaults_to_anthropics_minimum_and_absurd_ones_are_refused() {
+        let c = parse("").unwrap();
+        assert_eq!(c.routing.cache_breakpoint_min_tokens, 1024);
+        let c = parse("[routing]\ncache_breakpoint_min_tokens = 2048\n").unwrap();
+        assert_eq!(c.routing.cache_breakpoint_min_tokens, 2048);
+        for bad in ["0", "100000000"] {
+            let errs =
+                parse(&format!("[routing]\ncache_breakpoint_min_tokens = {bad}\n")).unwrap_err();
+            let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
+            assert_eq!(paths, ["routing.cache_breakpoint_min_tokens"], "{bad}");
+        }
+        // Negative or not a number: refused by TOML.
+        for bad in ["-1", "\"many\""] {
+            assert!(parse(&format!("[routing]\ncache_breakpoint_min_tokens = {bad}\n")).is_err());
+        }
     }
 }

@@ -33,6 +33,8 @@ pub struct KeyRow {
     /// Its requests' payloads are stored in the request log (its own setting; its wallet's
     /// is the account's).
     pub log_payloads: bool,
+    /// Its long Anthropic prompts get the gateway's cache marks (its own setting).
+    pub cache_breakpoints: bool,
 }
 
 /// A key's own budget and limits (issue 29), on top of its plan's; `None`: none.
@@ -63,6 +65,8 @@ pub struct KeyChange {
     pub concurrent_requests: Option<Option<i64>>,
     /// Payload logging on this key.
     pub log_payloads: Option<bool>,
+    /// Cache breakpoints on this key.
+    pub cache_breakpoints: Option<bool>,
 }
 
 impl KeyChange {
@@ -76,6 +80,7 @@ impl KeyChange {
             && self.tokens_per_minute.is_none()
             && self.concurrent_requests.is_none()
             && self.log_payloads.is_none()
+            && self.cache_breakpoints.is_none()
     }
 }
 
@@ -133,6 +138,9 @@ pub struct KeyAuth {
     /// Its requests' payloads go to the request log: payload logging is on for the key or
     /// for its wallet (the account, or the organization).
     pub log_payloads: bool,
+    /// Its long Anthropic prompts get the gateway's cache marks: on for the key or for its
+    /// organization.
+    pub cache_breakpoints: bool,
 }
 
 /// The member who owns an organization key, and its credit cap per period in the
@@ -170,7 +178,7 @@ impl Ledger {
         with: &KeyChange,
     ) -> Result<()> {
         on_pool!(self, p => {
-            sqlx::query(&format!("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}, owner_id, log_payloads) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"))
+            sqlx::query(&format!("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}, owner_id, log_payloads, cache_breakpoints) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"))
                 .bind(&k.id).bind(account_id).bind(&k.name).bind(&k.prefix).bind(&k.hash).bind(now)
                 .bind(with.expires_at.flatten()).bind(with.allowed_models.clone().flatten())
                 .bind(with.allowed_tools.clone().flatten())
@@ -178,6 +186,7 @@ impl Ledger {
                 .bind(with.requests_per_minute.flatten()).bind(with.tokens_per_minute.flatten())
                 .bind(with.concurrent_requests.flatten()).bind(owner)
                 .bind(i64::from(with.log_payloads.unwrap_or(false)))
+                .bind(i64::from(with.cache_breakpoints.unwrap_or(false)))
                 .execute(p).await?;
             Ok(())
         })
@@ -191,7 +200,7 @@ impl Ledger {
         key_id: &str,
         change: &KeyChange,
     ) -> Result<Option<String>> {
-        let sets: [(&str, Option<Value>); 9] = [
+        let sets: [(&str, Option<Value>); 10] = [
             ("expires_at", change.expires_at.map(Value::Int)),
             (
                 "allowed_models",
@@ -226,6 +235,12 @@ impl Ledger {
                     .log_payloads
                     .map(|on| Value::Int(Some(i64::from(on)))),
             ),
+            (
+                "cache_breakpoints",
+                change
+                    .cache_breakpoints
+                    .map(|on| Value::Int(Some(i64::from(on)))),
+            ),
         ];
         on_pool!(self, p => {
             let mut q = sqlx::QueryBuilder::new("UPDATE api_keys SET ");
@@ -258,7 +273,7 @@ impl Ledger {
     /// The keys of a person's account and the organization keys it owns.
     pub async fn list_keys(&self, account_id: &str) -> Result<Vec<KeyRow>> {
         on_pool!(self, p => {
-            let rows = sqlx::query(&format!("SELECT id, account_id, owner_id, name, prefix, created_at, last_used_at, revoked_at, log_payloads, {SETTINGS} FROM api_keys WHERE (account_id = $1 AND owner_id IS NULL) OR owner_id = $1 ORDER BY created_at, id"))
+            let rows = sqlx::query(&format!("SELECT id, account_id, owner_id, name, prefix, created_at, last_used_at, revoked_at, log_payloads, cache_breakpoints, {SETTINGS} FROM api_keys WHERE (account_id = $1 AND owner_id IS NULL) OR owner_id = $1 ORDER BY created_at, id"))
                 .bind(account_id).fetch_all(p).await?;
             rows.iter().map(|r| Ok(KeyRow {
                 id: r.try_get("id")?,
@@ -276,6 +291,7 @@ impl Ledger {
                 allowed_tools: models_of(r.try_get("allowed_tools")?),
                 limits: limits_of(r)?,
                 log_payloads: r.try_get::<i64, _>("log_payloads")? != 0,
+                cache_breakpoints: r.try_get::<i64, _>("cache_breakpoints")? != 0,
             })).collect()
         })
     }
@@ -327,7 +343,7 @@ impl Ledger {
         on_pool!(self, p => {
             let row = sqlx::query(
                 "SELECT k.id, k.account_id, k.expires_at, k.allowed_models, k.allowed_tools, k.budget_micros, k.budget_period, k.requests_per_minute, k.tokens_per_minute, k.concurrent_requests, \
-                 k.log_payloads AS key_logs, a.log_payloads AS wallet_logs, a.plan, a.requests_per_hour, a.requests_per_day, k.owner_id, m.cap_micros, m.cap_period, o.allowed_models AS org_models FROM api_keys k JOIN accounts a ON a.user_id = k.account_id \
+                 k.log_payloads AS key_logs, a.log_payloads AS wallet_logs, k.cache_breakpoints AS key_marks, a.cache_breakpoints AS wallet_marks, a.plan, a.requests_per_hour, a.requests_per_day, k.owner_id, m.cap_micros, m.cap_period, o.allowed_models AS org_models FROM api_keys k JOIN accounts a ON a.user_id = k.account_id \
                  LEFT JOIN org_members m ON m.org_id = k.account_id AND m.account_id = k.owner_id LEFT JOIN organizations o ON o.id = k.account_id WHERE k.hash = $1 AND k.revoked_at IS NULL",
             )
             .bind(hash).fetch_optional(p).await?;
@@ -357,6 +373,7 @@ impl Ledger {
                     limits: limits_of(&r)?,
                     org_member,
                     log_payloads: r.try_get::<i64, _>("key_logs")? != 0 || r.try_get::<i64, _>("wallet_logs")? != 0,
+                    cache_breakpoints: r.try_get::<i64, _>("key_marks")? != 0 || r.try_get::<i64, _>("wallet_marks")? != 0,
                 }))
                 }
                 None => Ok(None),
@@ -383,8 +400,8 @@ impl Ledger {
         on_pool!(self, p => {
             let mut tx = p.begin().await?;
             let copied = sqlx::query(&format!(
-                "INSERT INTO api_keys (id, account_id, owner_id, name, prefix, hash, created_at, log_payloads, {SETTINGS}) \
-                 SELECT $1, account_id, owner_id, name, $2, $3, $4, log_payloads, {SETTINGS} FROM api_keys \
+                "INSERT INTO api_keys (id, account_id, owner_id, name, prefix, hash, created_at, log_payloads, cache_breakpoints, {SETTINGS}) \
+                 SELECT $1, account_id, owner_id, name, $2, $3, $4, log_payloads, cache_breakpoints, {SETTINGS} FROM api_keys \
                  WHERE id = $5 AND {} AND revoked_at IS NULL",
                 own_key(6)
             ))
@@ -398,7 +415,7 @@ impl Ledger {
                  WHERE id = $2 RETURNING hash, expires_at",
             )
             .bind(until).bind(key_id).fetch_all(&mut *tx).await?;
-            let row = sqlx::query(&format!("SELECT name, account_id, owner_id, log_payloads, {SETTINGS} FROM api_keys WHERE id = $1"))
+            let row = sqlx::query(&format!("SELECT name, account_id, owner_id, log_payloads, cache_breakpoints, {SETTINGS} FROM api_keys WHERE id = $1"))
                 .bind(&new.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
             let Some(old) = old.into_iter().next() else { return Ok(None) };
@@ -418,6 +435,7 @@ impl Ledger {
                 allowed_tools: models_of(row.try_get("allowed_tools")?),
                 limits: limits_of(&row)?,
                 log_payloads: row.try_get::<i64, _>("log_payloads")? != 0,
+                cache_breakpoints: row.try_get::<i64, _>("cache_breakpoints")? != 0,
             };
             Ok(Some((old.try_get("hash")?, old.try_get("expires_at")?, key)))
         })

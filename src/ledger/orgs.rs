@@ -329,4 +329,25 @@ impl Ledger {
             Ok(done.rows_affected() == 1)
         })
     }
+
+    /// Whether cache breakpoints are on for an organization's wallet (any account row).
+    pub async fn cache_breakpoints(&self, account_id: &str) -> Result<bool> {
+        on_pool!(self, p => {
+            let row = sqlx::query("SELECT cache_breakpoints FROM accounts WHERE user_id = $1")
+                .bind(account_id).fetch_optional(p).await?;
+            match row {
+                Some(r) => Ok(r.try_get::<i64, _>("cache_breakpoints")? != 0),
+                None => Ok(false),
+            }
+        })
+    }
+
+    /// Turns an organization's cache breakpoints on or off; `false`: there is no such account.
+    pub async fn set_cache_breakpoints(&self, account_id: &str, on: bool) -> Result<bool> {
+        on_pool!(self, p => {
+            let changed = sqlx::query("UPDATE accounts SET cache_breakpoints = $1 WHERE user_id = $2")
+                .bind(i64::from(on)).bind(account_id).execute(p).await?.rows_affected();
+            Ok(changed > 0)
+        })
+    }
 }

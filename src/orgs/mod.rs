@@ -4,6 +4,7 @@
 //! organization the caller does not belong to does not exist for it (404, never 403).
 
 pub mod invitations;
+pub mod settings;
 pub mod sso;
 pub mod usage;
 
@@ -187,6 +188,7 @@ pub async fn get(
     let o = ledger.org(org).await?.ok_or_else(|| not_found(org))?;
     let mut v = org_json(&o, role);
     v["log_payloads"] = ledger.log_payloads(org).await?.into();
+    v["cache_breakpoints"] = ledger.cache_breakpoints(org).await?.into();
     respond::json(session, ctx, 200, &v, &[]).await;
     Ok(())
 }

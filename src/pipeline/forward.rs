@@ -51,7 +51,7 @@ pub async fn run(
             .door
             .upstream_body(f.req, &pool.provider, model, max_tokens, ctx);
         let body = match body {
-            Ok(b) => Bytes::from(b),
+            Ok(b) => Bytes::from(f.breakpoints.apply(model, &pool.provider, b)),
             Err(e) => {
                 // Only a later candidate gets here: the first one's kind was checked before
                 // the hold, so the client was told then.

@@ -11,6 +11,7 @@
 //! held request ends with exactly one usage row.
 
 pub mod attempt;
+pub mod breakpoints;
 pub mod cut;
 pub mod forward;
 pub mod front;
@@ -82,6 +83,7 @@ pub async fn serve(
         front,
         candidates: &candidates,
         resume,
+        breakpoints: breakpoints::Breakpoints::of(&rt, caller, req, &candidates),
     };
     forward::run(&f, session, ctx).await
 }

@@ -21,6 +21,8 @@ pub struct Forward<'a> {
     pub candidates: &'a [usize],
     /// A stream cut after its commit is continued on a later candidate (`resume.rs`).
     pub resume: bool,
+    /// Whether an Anthropic body gets prompt-cache marks (`breakpoints.rs`).
+    pub breakpoints: super::breakpoints::Breakpoints,
 }
 
 impl<'a> Forward<'a> {

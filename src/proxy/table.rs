@@ -253,7 +253,7 @@ routes! {
     AccountSettings: "PATCH" "/api/v1/auth/me", (KeyOrSession, Free, OWN), "api"
         => request_log::settings::account(shared, session, ctx, caller).await;
     OrgSettings: "PATCH" "/api/v1/orgs/{id}", (KeyOrSession, Free, OWN), "api"
-        => request_log::settings::org(shared, session, ctx, caller, id).await;
+        => orgs::settings::patch(shared, session, ctx, caller, id).await;
     AdminAccount: "GET" "/api/v1/admin/accounts/{id}", (Admin, Free, OWN), "api"
         => admin::account(shared, session, ctx, id).await;
     AdminCredits: "POST" "/api/v1/admin/accounts/{id}/credits", (Admin, Free, OWN), "api"

@@ -1,14 +1,13 @@
 //! Payload logging as a wallet's setting: `PATCH /api/v1/auth/me {log_payloads}` for a
-//! person's own account, `PATCH /api/v1/orgs/{id} {log_payloads}` for an organization (its
-//! owner or an admin). A key's own is a key setting (`PATCH /api/v1/keys/{id}`). The change
-//! reaches this instance's cached keys at once, others within the key cache's bound.
+//! person's own account; an organization's is among its settings (`orgs/settings.rs`). A
+//! key's own is a key setting (`PATCH /api/v1/keys/{id}`). The change reaches this instance's
+//! cached keys at once, others within the key cache's bound.
 
 use serde_json::{json, Map, Value};
 use tollgate_filters::{ErrorKind, GatewayError};
 
 use crate::accounts::MAX_ACCOUNT_BODY;
 use crate::auth::caller::Caller;
-use crate::ledger::orgs::Role;
 use crate::request::ctx::RequestCtx;
 use crate::request::{body, respond, Session};
 use crate::runtime::Shared;
@@ -44,19 +43,6 @@ pub async fn account(
     let account = caller.account()?.to_owned();
     let on = read(shared, session).await?;
     set(shared, session, ctx, &account, on).await
-}
-
-/// `PATCH /api/v1/orgs/{id}`: an organization, by its owner or an admin.
-pub async fn org(
-    shared: &Shared,
-    session: &mut Session,
-    ctx: &mut RequestCtx,
-    caller: &Caller,
-    org: &str,
-) -> Result<(), GatewayError> {
-    let _ = crate::orgs::access(shared, session, caller, org, Role::Admin).await?;
-    let on = read(shared, session).await?;
-    set(shared, session, ctx, org, on).await
 }
 
 async fn set(

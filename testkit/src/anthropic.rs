@@ -12,6 +12,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::openai::{read_request, write_chunk, write_json, Recorded};
+use crate::prompt_cache::{CacheUsage, PromptCache};
 
 /// The key the gateway's test environment gives [`anthropic_provider`]s.
 pub const FAKE_ANTHROPIC_KEY: &str = "sk-ant-fake-0123";
@@ -38,6 +39,10 @@ pub enum AnthropicMode {
     ErrorAfter(usize),
     /// Streams: go silent after this many text deltas.
     StallAfter(usize),
+    /// A text reply whose prompt counts come from a prompt cache kept across requests, as
+    /// Anthropic's works (`prompt_cache.rs`): its marks write prefixes, later requests read
+    /// them. [`FakeAnthropic::cache_usage`] tells what each request was billed as.
+    PromptCache,
 }
 
 struct State {
@@ -46,6 +51,9 @@ struct State {
     /// Keep what was received (tests); the load run's fake does not.
     record: bool,
     words: Vec<String>,
+    cache: Mutex<PromptCache>,
+    /// What each request of [`AnthropicMode::PromptCache`] was billed as, in order.
+    cache_usage: Mutex<Vec<CacheUsage>>,
 }
 
 /// A running fake Anthropic provider; it serves until the test's runtime ends.
@@ -73,6 +81,8 @@ impl FakeAnthropic {
                 .split(' ')
                 .map(|w| format!("{w} "))
                 .collect(),
+            cache: Mutex::default(),
+            cache_usage: Mutex::default(),
         });
         let addr = crate::accept::serve_fake(addr, state.clone(), serve).await;
         FakeAnthropic { addr, state }
@@ -89,6 +99,11 @@ impl FakeAnthropic {
     /// Messages requests received (health checks excluded).
     pub fn requests(&self) -> Vec<Recorded> {
         self.state.requests.lock().unwrap().clone()
+    }
+
+    /// The prompt counts reported for each request of [`AnthropicMode::PromptCache`], in order.
+    pub fn cache_usage(&self) -> Vec<CacheUsage> {
+        self.state.cache_usage.lock().unwrap().clone()
     }
 
     pub fn count(&self) -> usize {
@@ -174,6 +189,13 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
         let output = if tools { 40 } else { words.len() as u64 };
         let mut usage = json!({"input_tokens": FakeAnthropic::INPUT_TOKENS, "output_tokens": output,
             "cache_creation_input_tokens": cache_write, "cache_read_input_tokens": cache_read});
+        if mode == AnthropicMode::PromptCache {
+            let u = st.cache.lock().unwrap().serve(&body);
+            st.cache_usage.lock().unwrap().push(u);
+            usage["input_tokens"] = json!(u.input);
+            usage["cache_creation_input_tokens"] = json!(u.write);
+            usage["cache_read_input_tokens"] = json!(u.read);
+        }
         if let AnthropicMode::CacheByTtl(five, hour, _) = mode {
             usage["cache_creation"] =
                 json!({"ephemeral_5m_input_tokens": five, "ephemeral_1h_input_tokens": hour});

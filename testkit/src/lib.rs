@@ -61,6 +61,7 @@ pub mod oidc;
 pub mod openai;
 pub mod pgbouncer;
 pub mod postgres;
+pub mod prompt_cache;
 pub mod receiver;
 pub mod redis;
 pub mod responses;
@@ -83,6 +84,7 @@ pub use mcp::{FakeToolServer, ToolMode, VERBATIM_RESULT};
 pub use oidc::OidcProvider;
 pub use openai::{user, FakeOpenAi, FakeOpenAiBuilder, Mode, Recorded};
 pub use postgres::PrivatePostgres;
+pub use prompt_cache::CacheUsage;
 pub use receiver::{Delivery, Receiver};
 pub use redis::PrivateRedis;
 pub use services::{

@@ -5,7 +5,7 @@
 //! Responses API itself), `responses_stored` (`previous_response_id` across two instances, read
 //! and delete, retention), `completions` (legacy `/v1/completions`), `gemini` (the Gemini API),
 //! `embeddings` (`/v1/embeddings`), `anthropic_provider` (provider kind `anthropic` behind the
-//! OpenAI chat API), `cost_fields` (the cost in every reply, read by the `openai` and
+//! OpenAI chat API), `cache_breakpoints` (prompt-cache marks the gateway adds), `cost_fields` (the cost in every reply, read by the `openai` and
 //! `anthropic` Python SDKs: `tests/sdk/cost_fields.py`), `demo` (the built-in demo provider),
 //! `routes` (404, 405 and guarded paths). Runs on SQLite, and on Postgres + Redis when set.
 //!
@@ -14,6 +14,7 @@
 //! are counted, the other has an alias switch 3 s after its gateway is configured.
 
 mod anthropic_provider;
+mod cache_breakpoints;
 mod completions;
 mod cost_fields;
 mod demo;

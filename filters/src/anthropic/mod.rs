@@ -9,10 +9,12 @@
 //! - [`stream`]: the three [`crate::translator::StreamTranslator`]s: Anthropic → OpenAI,
 //!   Anthropic → Anthropic and OpenAI → Anthropic (the last two in their own files).
 //! - [`error`]: Anthropic's error shape for the inbound Messages API.
+//! - [`breakpoints`]: prompt-cache marks the gateway adds for a client that set none.
 //!
 //! The mappings shared by all of them (stop reasons, usage, SSE framing) live here.
 
 mod blocks;
+pub mod breakpoints;
 pub mod completion;
 pub mod error;
 mod events;
@@ -24,6 +26,8 @@ pub mod request;
 pub mod stream;
 mod validate;
 
+#[cfg(test)]
+mod tests_breakpoints;
 #[cfg(test)]
 mod tests_completion;
 #[cfg(test)]
