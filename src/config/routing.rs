@@ -1,12 +1,14 @@
 //! `[routing]`: streams that survive a cut (docs/api.md, "Streams that survive a cut"): how many
 //! times a stream may be resumed on another provider, which requests resume without asking,
-//! and who pays for a continuation's prompt.
+//! and who pays for a continuation's prompt; and sticky routing (`[routing.sticky]`,
+//! [`super::sticky`]).
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
 use super::error::{err, ConfigError};
+use super::sticky::{Sticky, StickySection};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -22,6 +24,8 @@ pub struct RoutingSection {
     /// Who pays a continuation's prompt (the conversation and the partial answer sent again):
     /// `customer` or `gateway`.
     pub resume_prompt_paid_by: String,
+    /// `[routing.sticky]`.
+    pub sticky: StickySection,
 }
 
 impl Default for RoutingSection {
@@ -32,6 +36,7 @@ impl Default for RoutingSection {
             resume_plans: Vec::new(),
             resume_models: Vec::new(),
             resume_prompt_paid_by: "customer".into(),
+            sticky: StickySection::default(),
         }
     }
 }
@@ -45,6 +50,7 @@ pub struct Routing {
     pub resume_models: Vec<String>,
     /// A continuation's prompt is the gateway's cost: its tokens are recorded, not charged.
     pub gateway_pays_resumed_prompt: bool,
+    pub sticky: Sticky,
 }
 
 impl Routing {
@@ -100,6 +106,7 @@ impl RoutingSection {
             resume_plans: self.resume_plans.clone(),
             resume_models: self.resume_models.clone(),
             gateway_pays_resumed_prompt: gateway,
+            sticky: self.sticky.validate(errs),
         }
     }
 }
