@@ -96,7 +96,7 @@ pub async fn run(
             match result {
                 Ok(reply) => {
                     record_answered(m, pool, &endpoint, "ok");
-                    f.served(model, pool, &endpoint, &body);
+                    f.served(model, pool, &endpoint, &body).await;
                     // A stream that broke after its output and was not resumed ends with an
                     // error event: its leg was cut.
                     let outcome = match &ctx.error {

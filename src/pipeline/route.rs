@@ -61,7 +61,7 @@ impl<'a> Forward<'a> {
 
     /// Records that `endpoint` of `pool` served the request as `model`, sent `body`: where its
     /// conversation's next turn goes first.
-    pub fn served(&self, model: &ModelSpec, pool: &Pool, endpoint: &Endpoint, body: &[u8]) {
+    pub async fn served(&self, model: &ModelSpec, pool: &Pool, endpoint: &Endpoint, body: &[u8]) {
         let Some(turn) = self.sticky else {
             return;
         };
@@ -74,5 +74,9 @@ impl<'a> Forward<'a> {
             body,
         };
         turn.served(self.shared, served);
+        // One turn of the scheduler lets the write just spawned reach the store's connection
+        // before the reply goes out, so the client's next turn, on any instance, is queued
+        // behind it; the request does not wait for Redis's answer.
+        tokio::task::yield_now().await;
     }
 }
