@@ -19,9 +19,10 @@ fn system_prompt() -> String {
 }
 
 /// Three caching fakes behind one provider, the model's cached input at a tenth of its input
-/// rate; `extra` appended (e.g. `[routing.sticky]`). The second instance shares the first's
-/// ledger and Redis; without Redis there is none (each instance's affinities are its own).
-async fn start(extra: &str) -> (Vec<FakeOpenAi>, Gateway, Option<Gateway>) {
+/// rate; `extra` appended (e.g. `[routing.sticky]`). With `two`, a second instance sharing the
+/// first's ledger and Redis; without Redis there is none (each instance's affinities are its
+/// own).
+async fn start(extra: &str, two: bool) -> (Vec<FakeOpenAi>, Gateway, Option<Gateway>) {
     let mut fakes = Vec::new();
     for name in ["a", "b", "c"] {
         fakes.push(
@@ -38,6 +39,7 @@ async fn start(extra: &str) -> (Vec<FakeOpenAi>, Gateway, Option<Gateway>) {
     );
     let gw = Gateway::start(tollgate_bin!(), &cfg).await;
     let second = match gw.redis_prefix() {
+        _ if !two => None,
         Some(_) => Some(gw.second(tollgate_bin!(), &cfg).await),
         None => {
             skip("the second instance needs Redis (TOLLGATE_TEST_REDIS_URL); one instance serves every turn");
@@ -160,7 +162,7 @@ async fn assert_charged_as_reported(gw: &Gateway, c: &Conversation<'_>) {
 
 #[tokio::test]
 async fn a_sticky_conversation_reads_the_cache_on_almost_every_turn_at_the_cached_rate() {
-    let (_fakes, gw, second) = start("").await;
+    let (_fakes, gw, second) = start("", true).await;
     let mut gateways = vec![&gw];
     gateways.extend(second.as_ref());
     let mut c = Conversation::new(gateways, &gw.key);
@@ -193,7 +195,7 @@ async fn a_sticky_conversation_reads_the_cache_on_almost_every_turn_at_the_cache
 
 #[tokio::test]
 async fn without_sticky_routing_the_turns_rotate_and_seldom_find_the_cache_warm() {
-    let (fakes, gw, second) = start("[routing.sticky]\nenabled = false\n").await;
+    let (fakes, gw, second) = start("[routing.sticky]\nenabled = false\n", true).await;
     let mut gateways = vec![&gw];
     gateways.extend(second.as_ref());
     let mut c = Conversation::new(gateways, &gw.key);
@@ -222,7 +224,7 @@ async fn without_sticky_routing_the_turns_rotate_and_seldom_find_the_cache_warm(
 
 #[tokio::test]
 async fn a_failing_endpoint_fails_over_and_the_next_turns_stick_to_the_new_one() {
-    let (fakes, gw, second) = start("").await;
+    let (fakes, gw, second) = start("", true).await;
     let mut gateways = vec![&gw];
     gateways.extend(second.as_ref());
     let mut c = Conversation::new(gateways, &gw.key);
@@ -264,7 +266,7 @@ async fn a_failing_endpoint_fails_over_and_the_next_turns_stick_to_the_new_one()
 
 #[tokio::test]
 async fn two_accounts_sending_the_same_prompt_are_each_routed_on_their_own() {
-    let (_fakes, gw, _second) = start("").await;
+    let (_fakes, gw, _) = start("", false).await;
     let (other, other_key) = gw.signup(&unique_email()).await;
     gw.admin_credits(&other, 1000.0).await;
     let miss = "tollgate_sticky_routes_total{outcome=\"miss\"}";
@@ -283,7 +285,7 @@ async fn two_accounts_sending_the_same_prompt_are_each_routed_on_their_own() {
 
 #[tokio::test]
 async fn a_named_session_is_sticky_at_any_size_and_small_unnamed_requests_rotate() {
-    let (fakes, gw, _second) = start("").await;
+    let (fakes, gw, _) = start("", false).await;
     let auth = format!("Bearer {}", gw.key);
     let body = json!({"model": "m-1", "messages": user("hi")}).to_string();
     let send = |session: Option<&'static str>| {
@@ -352,4 +354,166 @@ fn absurd_sticky_settings_are_refused_by_name() {
         assert!(err.contains(path), "{path} not in {err}");
     }
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Which fake's count grew since `before`, when exactly one did.
+fn grown(fakes: &[FakeOpenAi], before: &[usize]) -> usize {
+    let grew: Vec<usize> = (0..fakes.len())
+        .filter(|&i| fakes[i].chat_count() > before[i])
+        .collect();
+    assert_eq!(grew.len(), 1, "one fake answered: {grew:?}");
+    grew[0]
+}
+
+#[tokio::test]
+async fn the_doors_name_conversations_by_user_id_and_by_the_previous_response_chain() {
+    let (fakes, gw, _) = start("", false).await;
+    let counts = || fakes.iter().map(FakeOpenAi::chat_count).collect::<Vec<_>>();
+    let auth = format!("Bearer {}", gw.key);
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Authorization", auth.as_str()),
+        ("anthropic-version", "2023-06-01"),
+    ];
+    // An Anthropic client's `metadata.user_id`, small prompts: one endpoint.
+    let msg = json!({"model": "m-1", "max_tokens": 50, "metadata": {"user_id": "u-1"},
+        "messages": [{"role": "user", "content": "hi"}]});
+    let mut served = Vec::new();
+    for _ in 0..4 {
+        let before = counts();
+        let r = request(
+            gw.addr,
+            "POST",
+            "/v1/messages",
+            &headers,
+            msg.to_string().as_bytes(),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        served.push(grown(&fakes, &before));
+    }
+    assert!(served.iter().all(|&f| f == served[0]), "{served:?}");
+    // A Responses chain: every turn after the first continues it, and stays where the second
+    // was served (the first, small and unnamed, is round robin).
+    let mut previous: Option<String> = None;
+    let mut served = Vec::new();
+    for n in 0..5 {
+        let mut body = json!({"model": "m-1", "input": format!("question {n}")});
+        if let Some(p) = &previous {
+            body["previous_response_id"] = json!(p);
+        }
+        let before = counts();
+        let r = request(
+            gw.addr,
+            "POST",
+            "/v1/responses",
+            &headers,
+            body.to_string().as_bytes(),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        previous = Some(r.json()["id"].as_str().unwrap().to_owned());
+        served.push(grown(&fakes, &before));
+    }
+    assert!(served[1..].iter().all(|&f| f == served[1]), "{served:?}");
+}
+
+#[tokio::test]
+async fn odd_session_ids_are_hashed_never_refused() {
+    let (fakes, gw, _) = start("", false).await;
+    for key in [
+        json!({"nested": [1, 2]}),
+        json!(12345),
+        json!(""),
+        json!(null),
+        json!("é\u{1F600}"),
+    ] {
+        let body = json!({"model": "m-1", "messages": user("hi"), "prompt_cache_key": key});
+        let served = served_by(&gw, &fakes, &body, 3).await;
+        assert!(served.iter().all(|&f| f == served[0]), "{key}: {served:?}");
+    }
+    let auth = format!("Bearer {}", gw.key);
+    let long = "s".repeat(4000);
+    let body = json!({"model": "m-1", "messages": user("hi")}).to_string();
+    for id in [long.as_str(), " ", "a b\tc"] {
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("Authorization", auth.as_str()),
+            ("x-session-id", id),
+        ];
+        let r = request(
+            gw.addr,
+            "POST",
+            "/v1/chat/completions",
+            &headers,
+            body.as_bytes(),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert!(gw.is_healthy().await);
+}
+
+/// Sends `body` `n` times; which fake served each.
+async fn served_by(gw: &Gateway, fakes: &[FakeOpenAi], body: &Value, n: usize) -> Vec<usize> {
+    let mut served = Vec::new();
+    for _ in 0..n {
+        let before: Vec<usize> = fakes.iter().map(FakeOpenAi::chat_count).collect();
+        let r = gw.chat(body.clone()).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        served.push(grown(fakes, &before));
+    }
+    served
+}
+
+#[tokio::test]
+async fn without_redis_a_conversation_is_round_robin_and_never_an_error() {
+    let port = free_port();
+    let Some(redis) = PrivateRedis::start(port) else {
+        return skip("no redis-server on this machine to kill and restart");
+    };
+    let mut fakes = Vec::new();
+    for name in ["a", "b", "c"] {
+        fakes.push(FakeOpenAi::start(name).await);
+    }
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}",
+        provider("p", &[&fakes[0], &fakes[1], &fakes[2]], ""),
+        model("m-1", "p", "economy", ""),
+    );
+    let opts = Opts {
+        redis_url: Some(format!("redis://127.0.0.1:{port}/")),
+        ..Opts::default()
+    };
+    let gw = Gateway::start_opts(tollgate_bin!(), &cfg, opts).await;
+    let body = json!({"model": "m-1", "messages": user("hi"), "prompt_cache_key": "k"});
+    let served = served_by(&gw, &fakes, &body, 4).await;
+    assert!(
+        served.iter().all(|&f| f == served[0]),
+        "through Redis: {served:?}"
+    );
+    redis.kill();
+    let served = served_by(&gw, &fakes, &body, 6).await;
+    let mut spread = served.clone();
+    spread.sort();
+    spread.dedup();
+    assert_eq!(
+        spread.len(),
+        3,
+        "no affinity without Redis: round robin {served:?}"
+    );
+    assert!(gw.is_healthy().await);
+    let _redis = PrivateRedis::start(port).expect("restart redis");
+    let t = std::time::Instant::now();
+    loop {
+        let served = served_by(&gw, &fakes, &body, 4).await;
+        if served[1..].iter().all(|&f| f == served[1]) {
+            break;
+        }
+        assert!(
+            t.elapsed().as_secs() < 15,
+            "sticky again once Redis is back: {served:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
