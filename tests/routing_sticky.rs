@@ -517,3 +517,42 @@ async fn without_redis_a_conversation_is_round_robin_and_never_an_error() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+#[tokio::test]
+async fn a_tier_conversation_keeps_the_model_it_failed_over_to_while_a_new_one_takes_the_first() {
+    let (a, b) = (FakeOpenAi::start("a").await, FakeOpenAi::start("b").await);
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}{}{}",
+        provider("pa", &[&a], ""),
+        provider("pb", &[&b], ""),
+        model("econ-a", "pa", "economy", ""),
+        model("econ-b", "pb", "economy", ""),
+    );
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    let ask = |session: &str| json!({"model": "economy", "messages": user("hi"), "prompt_cache_key": session});
+    let model_of = |r: Response| {
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["model"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(
+        model_of(gw.chat(ask("s1")).await),
+        "econ-a",
+        "the tier's first pick"
+    );
+    a.set_mode(Mode::Status(500));
+    assert_eq!(model_of(gw.chat(ask("s1")).await), "econ-b", "failed over");
+    a.set_mode(Mode::Ok);
+    for _ in 0..3 {
+        assert_eq!(
+            model_of(gw.chat(ask("s1")).await),
+            "econ-b",
+            "kept while cached"
+        );
+    }
+    assert_eq!(
+        model_of(gw.chat(ask("s2")).await),
+        "econ-a",
+        "a new conversation"
+    );
+    assert_eq!(model_of(gw.chat(ask("s2")).await), "econ-a");
+}
