@@ -556,3 +556,108 @@ async fn a_tier_conversation_keeps_the_model_it_failed_over_to_while_a_new_one_t
     );
     assert_eq!(model_of(gw.chat(ask("s2")).await), "econ-a");
 }
+
+#[tokio::test]
+async fn an_anthropic_conversation_sticks_reads_its_cache_and_is_kept_the_hour_it_asked_for() {
+    let mut fakes = Vec::new();
+    for name in ["a", "b", "c"] {
+        let f = FakeAnthropic::start(name).await;
+        f.set_mode(AnthropicMode::PrefixCache);
+        fakes.push(f);
+    }
+    let cfg = format!(
+        "{FAST_TIMEOUTS}{}{}",
+        anthropic_provider("claude", &[&fakes[0], &fakes[1], &fakes[2]], ""),
+        model(
+            "claude-1",
+            "claude",
+            "economy",
+            "cache_read_credits_per_1k = 0.1"
+        ),
+    );
+    let gw = Gateway::start(tollgate_bin!(), &cfg).await;
+    let auth = format!("Bearer {}", gw.key);
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Authorization", auth.as_str()),
+        ("anthropic-version", "2023-06-01"),
+    ];
+    let system = json!([{"type": "text", "text": system_prompt(),
+        "cache_control": {"type": "ephemeral", "ttl": "1h"}}]);
+    let (mut messages, mut last_prompt, mut warm) = (Vec::new(), 0, 0);
+    let mut charged = Vec::new();
+    for n in 0..8 {
+        messages.push(json!({"role": "user", "content": format!("Question {n}?")}));
+        let body =
+            json!({"model": "claude-1", "max_tokens": 100, "system": system, "messages": messages});
+        let r = request(
+            gw.addr,
+            "POST",
+            "/v1/messages",
+            &headers,
+            body.to_string().as_bytes(),
+        )
+        .await;
+        assert_eq!(r.status, 200, "turn {n}: {}", r.text());
+        let reply = r.json();
+        let u = &reply["usage"];
+        let (input, read) = (
+            u["input_tokens"].as_i64().unwrap(),
+            u["cache_read_input_tokens"].as_i64().unwrap(),
+        );
+        let prompt = tollgate_testkit::anthropic::prompt_of(&body);
+        assert_eq!(
+            (input + read) as u64,
+            tokens(&prompt),
+            "the fake counts what was sent"
+        );
+        if n > 0 && read as u64 == last_prompt {
+            warm += 1;
+        }
+        last_prompt = tokens(&prompt);
+        let output = u["output_tokens"].as_i64().unwrap();
+        let id = r.header("x-request-id").unwrap().to_owned();
+        charged.push((id, input * 1_000 + read * 100 + output * 2_000));
+        messages.push(json!({"role": "assistant", "content": reply["content"]}));
+    }
+    assert!(warm >= 7, "warm turns: {warm} of 8");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let usage = gw.usage(&gw.key).await;
+        let rows = usage["recent"].as_array().unwrap().clone();
+        let found: Vec<Option<&Value>> = charged
+            .iter()
+            .map(|(id, _)| rows.iter().find(|r| r["request_id"] == id.as_str()))
+            .collect();
+        if found.iter().all(Option::is_some) {
+            for ((_, expected), row) in charged.iter().zip(found) {
+                assert_eq!(micros(&row.unwrap()["credits"]), *expected);
+            }
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "usage rows missing: {usage}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    // The affinity lives as long as the hour the breakpoint asked for, not the default five
+    // minutes.
+    let (Some(prefix), Some(url)) = (gw.redis_prefix(), redis_url()) else {
+        return skip("the affinity's lifetime is read in Redis (TOLLGATE_TEST_REDIS_URL)");
+    };
+    let client = ::redis::Client::open(url).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = ::redis::cmd("KEYS")
+        .arg(format!("{prefix}:sticky:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let ttl: i64 = ::redis::cmd("PTTL")
+        .arg(&keys[0])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!((3_000_000..=3_600_000).contains(&ttl), "PTTL {ttl}");
+}

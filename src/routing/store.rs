@@ -77,10 +77,10 @@ impl Affinities {
             ),
             &["outcome"],
         )
-        .unwrap_or_else(|e| unreachable!("a constant metric definition: {e}"));
-        if let Err(e) = registry.register(Box::new(routes.clone())) {
-            tracing::warn!("tollgate_sticky_routes_total is not exported: {e}");
-        }
+        .expect("static metric definition");
+        registry
+            .register(Box::new(routes.clone()))
+            .expect("unique metric");
         Affinities {
             local: Mutex::default(),
             routes,
