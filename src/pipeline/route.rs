@@ -73,10 +73,11 @@ impl<'a> Forward<'a> {
             endpoint,
             body,
         };
-        turn.served(self.shared, served);
-        // One turn of the scheduler lets the write just spawned reach the store's connection
-        // before the reply goes out, so the client's next turn, on any instance, is queued
-        // behind it; the request does not wait for Redis's answer.
-        tokio::task::yield_now().await;
+        if turn.served(self.shared, served) {
+            // One turn of the scheduler lets the write just spawned reach the store's
+            // connection before the reply goes out, so the client's next turn, on any
+            // instance, is queued behind it; the request does not wait for Redis's answer.
+            tokio::task::yield_now().await;
+        }
     }
 }

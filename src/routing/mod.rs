@@ -94,8 +94,9 @@ impl Turn {
     }
 
     /// Records what served the turn as the conversation's affinity, for as long as the
-    /// provider keeps the prompt cached; counts the outcome.
-    pub fn served(&self, shared: &Shared, s: Served<'_>) {
+    /// provider keeps the prompt cached; counts the outcome. True when the write went to a task
+    /// of its own (Redis).
+    pub fn served(&self, shared: &Shared, s: Served<'_>) -> bool {
         let outcome = match &self.found {
             None => Outcome::Miss,
             Some(a) if a.model == s.model.id && is(a, s.endpoint) => Outcome::Hit,
@@ -110,7 +111,7 @@ impl Turn {
         let ttl = cache_ttl(s.pool, s.req, s.body);
         let max = s.config.max_entries;
         let store = shared.limiter.counters();
-        shared.sticky.set(store, &self.key, &affinity, ttl, max);
+        shared.sticky.set(store, &self.key, &affinity, ttl, max)
     }
 }
 

@@ -123,8 +123,8 @@ impl Affinities {
     }
 
     /// Records that `a` served conversation `key`, for `ttl` from now: in Redis by a task of
-    /// its own (the request does not wait for it), else in the map unless it holds
-    /// `max_entries` already.
+    /// its own (the request does not wait for it; true when one was spawned), else in the map
+    /// unless it holds `max_entries` already.
     pub fn set(
         &self,
         store: Counters<'_>,
@@ -132,9 +132,9 @@ impl Affinities {
         a: &Affinity,
         ttl: Duration,
         max_entries: usize,
-    ) {
+    ) -> bool {
         let Ok(redis) = store.redis() else {
-            return;
+            return false;
         };
         let Some((mut conn, prefix)) = redis else {
             let expires = crate::clock::now_ms() + ttl.as_millis() as i64;
@@ -145,7 +145,7 @@ impl Affinities {
                     map.insert(key.to_owned(), (a.clone(), expires));
                 }
             }
-            return;
+            return false;
         };
         let mut set = redis::cmd("SET");
         set.arg(redis_key(&prefix, key))
@@ -161,6 +161,7 @@ impl Affinities {
                 Err(_) => tracing::debug!("sticky routing: affinity not stored in time"),
             }
         });
+        true
     }
 
     /// Background: drops the in-process affinities that expired; returns how many are left.
@@ -209,7 +210,7 @@ mod tests {
     #[tokio::test]
     async fn the_in_process_map_expires_caps_and_sweeps() {
         let s = Affinities::new(&Registry::new());
-        s.set(local(), "k1", &a("m-1"), Duration::from_secs(60), 2);
+        assert!(!s.set(local(), "k1", &a("m-1"), Duration::from_secs(60), 2));
         s.set(local(), "k2", &a("m-2"), Duration::from_millis(1), 2);
         s.set(local(), "k3", &a("m-3"), Duration::from_secs(60), 2);
         assert_eq!(s.get(local(), "k1").await, Some(a("m-1")));
