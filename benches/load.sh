@@ -22,7 +22,9 @@
 # Tollgate on SQLite (held, charged the provider's prompt_tokens), in a fourth; then
 # every other front door (Responses, stored and with store: false; Messages; Gemini) and chat
 # with a key that has every control set (budget, allowlist, RPM, TPM, in-flight) and with an
-# organization's key (its wallet and plan) through Tollgate on SQLite beside its chat completions (the same prompt and fake), JSON and 500
+# organization's key (its wallet and plan) and with sticky routing applied (an `x-session-id`
+# conversation: its key hashed, its affinity read and written in-process) through Tollgate on
+# SQLite beside its chat completions (the same prompt and fake), JSON and 500
 # streams, in a fifth; then 500 streams cut once at half their length and resumed on another
 # provider (X-Tollgate-Resume) vs the same streams uncut, time to last byte, in a sixth; and last
 # the issue-31 table: each chat target's row in the units of issue 31's goals (CPU per request and
@@ -143,6 +145,7 @@ curl -sf "http://$TG1/api/v1/admin/accounts/$org/credits" -H "Authorization: Bea
 org_key=$(curl -sf "http://$TG1/api/v1/keys" -H "Authorization: Bearer $tg_sqlite_key" -H 'Content-Type: application/json' \
   -d "{\"name\":\"org\",\"organization_id\":\"$org\"}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
 for t in "chat|/v1/chat/completions||/v1/chat/completions|" \
+         "chat-sticky|/v1/chat/completions||/v1/chat/completions|" \
          "chat-key-controls|/v1/chat/completions||/v1/chat/completions|" \
          "chat-org-key|/v1/chat/completions||/v1/chat/completions|" \
          "responses|/v1/responses|$rbody|/v1/responses|$(stream_of "$rbody")" \
@@ -154,6 +157,9 @@ for t in "chat|/v1/chat/completions||/v1/chat/completions|" \
   [ "$name" = chat-key-controls ] && key=$ctl_key
   [ "$name" = chat-org-key ] && key=$org_key
   auth=(--header "Authorization: Bearer $key")
+  # Sticky routing applies to a request that names its conversation (or has a prompt large
+  # enough to cache, which this bench's is not): the chat row's cost plus sticky routing's.
+  [ "$name" = chat-sticky ] && auth+=(--header "x-session-id: bench-conversation")
   if [ -n "$body" ]; then
     extra=("${auth[@]}" --body "$body")
     streams=$("$BENCH" load --url "http://$TG1$spath" --mode streams --conns "$STREAMS" --body "$sbody" "${auth[@]}")
@@ -301,6 +307,10 @@ for r in rs:
     s = r["streams"]
     errors = r["rate"]["errors"] + r["max"]["errors"] + s["errors"]
     print(f'| {r["name"]} | {r["rate"]["p50_us"]} | {r["rate"]["p99_us"]} | {x} | {rps} | {cpu(r)} | {s["p50_us"]/1000:.1f} / {s["p99_us"]/1000:.1f} | {errors} |')
+st = next((r for r in rs if r["name"] == "chat-sticky"), None)
+if st and rc["max"].get("requests") and st["max"].get("requests"):
+    print()
+    print(f'sticky routing: CPU/req {cpu_of(st) / cpu_of(rc):.3f}× chat\'s, max rps {st["max"]["rps"] / rc["max"]["rps"]:.3f}× chat\'s (target: CPU/req ≤ 1.05× chat\'s)')
 cs = [json.loads(l) for l in open(sys.argv[6])]
 cu = cs[0]["streams"]
 print()

@@ -31,7 +31,8 @@
 //!    provider kind means on the wire, [`upstream::wire`] makes the exchange,
 //!    [`pipeline::translate`] picks the translation between the client's wire and the
 //!    provider's, [`pipeline::stream`] relays streams. An attempt
-//!    returns what it served; it neither settles nor sends the answer's last bytes.
+//!    returns what it served; it neither settles nor sends the answer's last bytes. A turn of
+//!    a conversation goes first where its prompt is cached ([`routing`]: sticky routing).
 //! 4. The pipeline settles the charge once, to what was served, through [`metering`], which
 //!    charges it to the lease in memory (the usage row goes with the next lease round) or to
 //!    the [`ledger`] directly; a settlement the ledger could not take waits in
@@ -114,6 +115,7 @@ pub mod pipeline;
 pub mod proxy;
 pub mod request;
 pub mod request_log;
+pub mod routing;
 pub mod runtime;
 pub mod server;
 pub mod telemetry;

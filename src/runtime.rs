@@ -76,6 +76,9 @@ pub struct Shared {
     /// Traces' sampler and export queue, when `[telemetry] otlp_endpoint` is set (read at
     /// start; `background::traces` exports).
     pub tracer: Option<crate::telemetry::queue::Tracer>,
+    /// Sticky routing's affinities: in Redis when configured, else in-process
+    /// (`crate::routing`).
+    pub sticky: crate::routing::store::Affinities,
 }
 
 impl Shared {
@@ -86,6 +89,7 @@ impl Shared {
         let keys = KeyCache::new(metrics.key_lookups.clone());
         let webhooks =
             crate::webhooks::Events::new(runtime.config.webhooks.queue_capacity, &metrics.registry);
+        let sticky = crate::routing::store::Affinities::new(&metrics.registry);
         let tracer = runtime
             .config
             .telemetry
@@ -130,6 +134,7 @@ impl Shared {
             stored_responses: Arc::default(),
             webhooks,
             tracer,
+            sticky,
         })
     }
 

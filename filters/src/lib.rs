@@ -28,6 +28,8 @@
 //!   request, chat replies and chunks written back as response objects and typed events.
 //! - [`route`]: the model catalog (pinned ids, aliases, tiers, deprecation) and the ordered
 //!   route candidates over a health snapshot.
+//! - [`sticky`]: sticky routing's conversation key (a session id, or a hash of the prompt's
+//!   beginning, within one wallet) and the hour-long prompt cache a request may ask for.
 //! - [`credits`]: integer micro-credit arithmetic: the hold's size before forwarding, the cost
 //!   at settlement, priced by part (input, output, cache reads and writes).
 //! - [`cost`]: what a settled request cost, as its reply tells the client (`usage.cost`,
@@ -82,6 +84,7 @@ pub mod responses;
 pub mod resume;
 pub mod route;
 pub mod sse;
+pub mod sticky;
 pub mod stripe;
 pub mod time;
 pub mod tokens;

@@ -1,5 +1,6 @@
 //! Sweeping the in-process rate-limit counters: entries that left their windows are dropped
-//! off the request path, so memory holds only what a window still counts.
+//! off the request path, so memory holds only what a window still counts; and sticky routing's
+//! in-process affinities that expired (`crate::routing::store`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,8 @@ impl BackgroundService for LimiterSweepService {
             }
             let idents = self.0.limiter.sweep_local();
             tracing::debug!(idents, "in-process rate-limit counters swept");
+            let affinities = self.0.sticky.sweep();
+            tracing::debug!(affinities, "in-process sticky-routing affinities swept");
         }
     }
 }

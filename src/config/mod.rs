@@ -22,6 +22,7 @@ pub mod request_log;
 pub mod responses;
 pub mod routing;
 pub mod server;
+pub mod sticky;
 pub mod storage;
 pub mod telemetry;
 pub mod timeouts;

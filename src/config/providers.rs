@@ -49,6 +49,10 @@ pub struct ProviderSection {
     /// PEM private key (PKCS#8, PKCS#1 or SEC1, unencrypted) of `client_cert_file`.
     #[serde(default)]
     pub client_key_file: Option<String>,
+    /// Seconds the provider keeps an unused prompt cached (sticky routing's affinity lasts as
+    /// long); default by kind ([`default_cache_ttl`]).
+    #[serde(default)]
+    pub cache_ttl_secs: Option<f64>,
 }
 
 fn default_kind() -> String {
@@ -209,6 +213,36 @@ pub struct Provider {
     pub eject_for: Duration,
     /// Trust and client certificate of its https endpoints, read from their files here.
     pub tls: ProviderTls,
+    /// How long it keeps an unused prompt cached, unless a request asks for longer (sticky
+    /// routing, `crate::routing`).
+    pub cache_ttl: Duration,
+}
+
+/// How long a provider of `kind` keeps an unused prompt cached by default: Anthropic five
+/// minutes; OpenAI "typically 5 to 10 minutes of inactivity" (its prompt-caching guide, on
+/// in-memory retention), taken at the upper end.
+pub fn default_cache_ttl(kind: ProviderKind) -> Duration {
+    match kind {
+        ProviderKind::Anthropic => Duration::from_secs(300),
+        ProviderKind::OpenAi | ProviderKind::Demo => Duration::from_secs(600),
+    }
+}
+
+/// `cache_ttl_secs` as written: whole or fractional seconds, from one second to a day.
+fn cache_ttl(
+    v: Option<f64>,
+    kind: ProviderKind,
+    at: &str,
+    errs: &mut Vec<ConfigError>,
+) -> Duration {
+    match v {
+        None => default_cache_ttl(kind),
+        Some(s) if s.is_finite() && (1.0..=86_400.0).contains(&s) => Duration::from_secs_f64(s),
+        Some(_) => {
+            errs.push(err(at, "must be from 1 to 86400 seconds"));
+            default_cache_ttl(kind)
+        }
+    }
 }
 
 /// Validates every provider; the index is each one's position in the file (for key paths).
@@ -291,6 +325,7 @@ pub(super) fn validate(
         let plain_only = !endpoints.is_empty() && !endpoints.iter().any(|e| e.tls);
         let tls = tls_of(files, plain_only, &at, errs);
         let eject_for = secs(&at("eject_secs"), p.eject_secs, errs);
+        let cache_ttl = cache_ttl(p.cache_ttl_secs, kind, &at("cache_ttl_secs"), errs);
         // A missing key variable is not an error: local providers need no key.
         let api_key = p
             .api_key_env
@@ -309,6 +344,7 @@ pub(super) fn validate(
             eject_after_failures: p.eject_after_failures,
             eject_for,
             tls,
+            cache_ttl,
         });
     }
     providers
@@ -397,5 +433,38 @@ mod tests {
             assert_eq!(ProviderKind::parse(k.as_str()), Some(k));
         }
         assert_eq!(ProviderKind::parse("grpc"), None);
+    }
+
+    #[test]
+    fn cache_ttls_default_by_kind_and_absurd_ones_are_refused() {
+        let listen = "127.0.0.1:8080".parse().unwrap();
+        let mut errs = Vec::new();
+        let mut anthropic = section("http://h", "");
+        anthropic.kind = "anthropic".into();
+        anthropic.name = "a".into();
+        let mut set = section("http://h", "cache_ttl_secs = 3600");
+        set.name = "q".into();
+        let got = validate(
+            &[section("http://h", ""), anthropic, set],
+            listen,
+            &mut errs,
+        );
+        assert!(errs.is_empty(), "{errs:?}");
+        let ttls: Vec<u64> = got.iter().map(|p| p.cache_ttl.as_secs()).collect();
+        assert_eq!(ttls, [600, 300, 3600]);
+        for bad in ["0", "-5", "90000", "nan"] {
+            let mut errs = Vec::new();
+            validate(
+                &[section("http://h", &format!("cache_ttl_secs = {bad}"))],
+                listen,
+                &mut errs,
+            );
+            let e: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+            assert_eq!(
+                e,
+                ["providers[0].cache_ttl_secs: must be from 1 to 86400 seconds"],
+                "{bad}"
+            );
+        }
     }
 }

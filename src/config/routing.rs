@@ -1,12 +1,14 @@
 //! `[routing]`: streams that survive a cut (docs/api.md, "Streams that survive a cut"): how many
 //! times a stream may be resumed on another provider, which requests resume without asking,
-//! and who pays for a continuation's prompt.
+//! and who pays for a continuation's prompt; and sticky routing (`[routing.sticky]`,
+//! [`super::sticky`]).
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
 use super::error::{err, ConfigError};
+use super::sticky::{Sticky, StickySection};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -25,6 +27,8 @@ pub struct RoutingSection {
     /// The estimated prompt size from which the gateway adds prompt-cache marks to a request
     /// that opted in (a model's, key's or organization's `cache_breakpoints`).
     pub cache_breakpoint_min_tokens: u64,
+    /// `[routing.sticky]`.
+    pub sticky: StickySection,
 }
 
 /// Anthropic's smallest cacheable prompt for most models: a shorter one is not cached, mark
@@ -42,6 +46,7 @@ impl Default for RoutingSection {
             resume_models: Vec::new(),
             resume_prompt_paid_by: "customer".into(),
             cache_breakpoint_min_tokens: DEFAULT_BREAKPOINT_MIN_TOKENS,
+            sticky: StickySection::default(),
         }
     }
 }
@@ -56,6 +61,7 @@ pub struct Routing {
     /// A continuation's prompt is the gateway's cost: its tokens are recorded, not charged.
     pub gateway_pays_resumed_prompt: bool,
     pub cache_breakpoint_min_tokens: u64,
+    pub sticky: Sticky,
 }
 
 impl Routing {
@@ -118,6 +124,7 @@ impl RoutingSection {
             resume_plans: self.resume_plans.clone(),
             resume_models: self.resume_models.clone(),
             gateway_pays_resumed_prompt: gateway,
+            sticky: self.sticky.validate(errs),
         }
     }
 }

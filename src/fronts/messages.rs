@@ -12,6 +12,7 @@ use tollgate_filters::anthropic::request::{
 };
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::{ModelSpec, Target};
+use tollgate_filters::sticky::Signal;
 use tollgate_filters::{tokens, ErrorKind, GatewayError};
 
 use crate::auth::caller::Caller;
@@ -109,6 +110,14 @@ impl FrontDoor for Messages<'_> {
         match provider.kind.wire() {
             ProviderKind::OpenAi => self.request.check_openai_translatable(),
             _ => Ok(()),
+        }
+    }
+
+    fn conversation<'r>(&self, req: &ChatRequest<'r>) -> Signal<'r> {
+        // The mirror carries `metadata.user_id` as `user`.
+        match req.get("user") {
+            Some(u) => Signal::Named(u.get().as_bytes()),
+            None => Signal::Unsaid,
         }
     }
 

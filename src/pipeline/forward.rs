@@ -59,7 +59,7 @@ pub async fn run(
                 continue;
             }
         };
-        for endpoint in pool.usable_endpoints() {
+        for endpoint in f.endpoints(model, pool) {
             if !f.req.stream && Instant::now() >= deadline {
                 return Err(GatewayError::upstream(format!(
                     "no upstream answered within {}s: {}",
@@ -96,6 +96,7 @@ pub async fn run(
             match result {
                 Ok(reply) => {
                     record_answered(m, pool, &endpoint, "ok");
+                    f.served(model, pool, &endpoint, &body).await;
                     // A stream that broke after its output and was not resumed ends with an
                     // error event: its leg was cut.
                     let outcome = match &ctx.error {

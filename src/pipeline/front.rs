@@ -6,6 +6,7 @@
 use tollgate_filters::anthropic::request::check_translatable;
 use tollgate_filters::openai::request::ChatRequest;
 use tollgate_filters::route::ModelSpec;
+use tollgate_filters::sticky::Signal;
 use tollgate_filters::translator::StreamTranslator;
 use tollgate_filters::{GatewayError, Usage};
 
@@ -51,6 +52,16 @@ pub trait FrontDoor: Sync {
     /// The refusal of a model (or tier) `asked` that [`FrontDoor::serves`] says does not.
     fn not_served(&self, asked: &str) -> GatewayError {
         GatewayError::invalid(format!("model: `{asked}` does not serve this API"))
+    }
+
+    /// What the request's body says of the conversation it belongs to, for sticky routing
+    /// (`crate::routing`; the `x-session-id` header, read by the pipeline, comes first): OpenAI's
+    /// `prompt_cache_key` by default.
+    fn conversation<'r>(&self, req: &ChatRequest<'r>) -> Signal<'r> {
+        match req.get("prompt_cache_key") {
+            Some(k) => Signal::Named(k.get().as_bytes()),
+            None => Signal::Unsaid,
+        }
     }
 
     /// Whether a cut stream of this door can be continued at all (it has a seam to carry on

@@ -40,7 +40,9 @@ use crate::metering::charge::Charge;
 use crate::metering::holds::HoldRequest;
 use crate::metering::{self, Hold};
 use crate::request::ctx::RequestCtx;
+use crate::routing::Turn;
 use crate::runtime::{Runtime, Shared};
+use tollgate_filters::sticky::Signal;
 
 /// Serves an internal chat request `req` (a chat-completions client's own, or what another
 /// front door wrote): resolve the model, route, hold, forward. Returns what was served, for
@@ -61,7 +63,11 @@ pub async fn serve(
     if let Target::Model(i) = resolution.target {
         check_model(catalog.model(i), req, caller, &front)?;
     }
-    let candidates = candidates(&rt, caller, resolution.target, req, &front, now)?;
+    let mut candidates = candidates(&rt, caller, resolution.target, req, &front, now)?;
+    let sticky = sticky_turn(shared, &rt, session, caller, req, &front).await;
+    if let Some(turn) = &sticky {
+        turn.prefer(catalog, &mut candidates);
+    }
     // A request the first candidate cannot carry faithfully is refused before anything is
     // held (a later candidate it cannot be carried to is skipped instead).
     let first = catalog.model(candidates[0]);
@@ -84,8 +90,29 @@ pub async fn serve(
         candidates: &candidates,
         resume,
         breakpoints: breakpoints::Breakpoints::of(&rt, caller, req, &candidates),
+        sticky: sticky.as_ref(),
     };
     forward::run(&f, session, ctx).await
+}
+
+/// The request's conversation and where it was served last, when sticky routing applies to
+/// it (`crate::routing`): named by the `x-session-id` header, else by what its door reads in
+/// the body, else by the prompt's beginning.
+async fn sticky_turn(
+    shared: &Shared,
+    rt: &Runtime,
+    session: &Session,
+    caller: &Caller,
+    req: &ChatRequest<'_>,
+    front: &Front<'_>,
+) -> Option<Turn> {
+    let header = session.req_header().headers.get("x-session-id");
+    let signal = match header.map(|h| h.as_bytes()).filter(|h| !h.is_empty()) {
+        Some(id) => Signal::Named(id),
+        None => front.door.conversation(req),
+    };
+    let turn = Turn::of(&rt.config.routing.sticky, caller.account_id(), req, signal)?;
+    Some(turn.look_up(shared).await)
 }
 
 /// Refuses a request for a model that cannot serve it here: an embedding model, a model a

@@ -151,6 +151,7 @@ mod tests {
             eject_after_failures: 3,
             eject_for: Duration::from_secs(1),
             tls: Default::default(),
+            cache_ttl: Duration::from_secs(600),
         }
     }
 

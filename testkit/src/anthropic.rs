@@ -43,6 +43,10 @@ pub enum AnthropicMode {
     /// Anthropic's works (`prompt_cache.rs`): its marks write prefixes, later requests read
     /// them. [`FakeAnthropic::cache_usage`] tells what each request was billed as.
     PromptCache,
+    /// A prompt cache of this fake's own ([`crate::prefix_cache`], over `system` then the
+    /// messages): the longest prompt it answered before that this one begins with is reported
+    /// as `cache_read_input_tokens`, the rest as `input_tokens`.
+    PrefixCache,
 }
 
 struct State {
@@ -54,6 +58,8 @@ struct State {
     cache: Mutex<PromptCache>,
     /// What each request of [`AnthropicMode::PromptCache`] was billed as, in order.
     cache_usage: Mutex<Vec<CacheUsage>>,
+    /// The prompts answered in [`AnthropicMode::PrefixCache`].
+    seen: crate::prefix_cache::Seen,
 }
 
 /// A running fake Anthropic provider; it serves until the test's runtime ends.
@@ -83,6 +89,7 @@ impl FakeAnthropic {
                 .collect(),
             cache: Mutex::default(),
             cache_usage: Mutex::default(),
+            seen: Default::default(),
         });
         let addr = crate::accept::serve_fake(addr, state.clone(), serve).await;
         FakeAnthropic { addr, state }
@@ -130,6 +137,13 @@ pub fn anthropic_provider(name: &str, fakes: &[&FakeAnthropic], extra: &str) -> 
     )
 }
 
+/// A Messages body's prompt as the prefix cache sees it: `system`, then each message.
+pub fn prompt_of(body: &Value) -> Value {
+    let mut prompt = vec![body["system"].clone()];
+    prompt.extend(body["messages"].as_array().cloned().unwrap_or_default());
+    Value::Array(prompt)
+}
+
 fn sse(name: &str, data: Value) -> Vec<u8> {
     format!("event: {name}\ndata: {data}\n\n").into_bytes()
 }
@@ -168,6 +182,11 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
             AnthropicMode::CacheByTtl(five, hour, r) => (five + hour, r),
             _ => (0, 0),
         };
+        let (mut input, mut cache_read) = (FakeAnthropic::INPUT_TOKENS, cache_read);
+        if mode == AnthropicMode::PrefixCache {
+            let (prompt, cached) = st.seen.answer(&prompt_of(&body));
+            (input, cache_read) = (prompt - cached, cached);
+        }
         let status = match mode {
             AnthropicMode::Status(s) => Some(s),
             AnthropicMode::OverloadedEvent if !stream => Some(529),
@@ -187,7 +206,7 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
         }
         let tools = mode == AnthropicMode::Tools && wants_tools(&body);
         let output = if tools { 40 } else { words.len() as u64 };
-        let mut usage = json!({"input_tokens": FakeAnthropic::INPUT_TOKENS, "output_tokens": output,
+        let mut usage = json!({"input_tokens": input, "output_tokens": output,
             "cache_creation_input_tokens": cache_write, "cache_read_input_tokens": cache_read});
         if mode == AnthropicMode::PromptCache {
             let u = st.cache.lock().unwrap().serve(&body);

@@ -9,6 +9,8 @@
 //!   [`paid_and_free`] and [`small_plans`] start the gateways the account and limit tests share.
 //! - [`openai`]: [`FakeOpenAi`], an OpenAI-compatible provider that can fail every way a real
 //!   one does (one [`Mode`] away), built with [`FakeOpenAi::builder`].
+//! - [`prefix_cache`]: the prompt cache of a fake in [`Mode::PrefixCache`], per endpoint, and
+//!   the tokens it counts.
 //! - [`anthropic`]: [`FakeAnthropic`], a Messages API provider with every stream event type,
 //!   parallel tool use, prompt-cache usage and Anthropic's failures ([`AnthropicMode`]).
 //! - [`mcp`]: [`FakeToolServer`], an MCP tool server (sessions, JSON or SSE, a plain handler)
@@ -62,6 +64,7 @@ pub mod openai;
 pub mod pgbouncer;
 pub mod postgres;
 pub mod prompt_cache;
+pub mod prefix_cache;
 pub mod receiver;
 pub mod redis;
 pub mod responses;

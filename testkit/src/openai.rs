@@ -50,6 +50,11 @@ pub enum Mode {
     /// Stream normally, but wait this long before the first content chunk (a known time to
     /// first token).
     FirstAfter(Duration),
+    /// Answer normally, with a prompt cache of this fake's own ([`crate::prefix_cache`]): the
+    /// prompt counted by [`crate::prefix_cache::tokens`], and the longest prompt this fake
+    /// answered before that the request's messages begin with reported as read from the
+    /// cache (`prompt_tokens_details.cached_tokens`).
+    PrefixCache,
 }
 
 /// A chat request as the fake received it.
@@ -87,6 +92,8 @@ struct FakeState {
     /// Stream a call of the request's first tool (its arguments split across deltas) instead
     /// of text, as JSON replies always do.
     stream_tool_calls: AtomicBool,
+    /// The prompts answered in [`Mode::PrefixCache`].
+    seen: crate::prefix_cache::Seen,
 }
 
 /// A running fake provider; it serves until the test's runtime ends.
@@ -147,6 +154,7 @@ impl FakeOpenAiBuilder {
             health_checks: Mutex::new(Vec::new()),
             record: self.record,
             stream_tool_calls: AtomicBool::new(false),
+            seen: Default::default(),
         });
         let addr = crate::accept::serve_fake(&self.listen, state.clone(), serve_conn).await;
         FakeOpenAi { addr, state }
@@ -330,6 +338,11 @@ async fn serve_conn(mut sock: TcpStream, st: Arc<FakeState>) -> std::io::Result<
         let usage = match mode {
             Mode::Usage(p, c) => {
                 json!({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p.saturating_add(c)})
+            }
+            Mode::PrefixCache => {
+                let (p, cached) = st.seen.answer(&body["messages"]);
+                json!({"prompt_tokens": p, "completion_tokens": completion, "total_tokens": p + completion,
+                    "prompt_tokens_details": {"cached_tokens": cached}})
             }
             Mode::Cached(cached, reasoning) => {
                 let (p, c) = (FakeOpenAi::PROMPT_TOKENS + cached, completion + reasoning);

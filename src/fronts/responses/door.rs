@@ -14,6 +14,7 @@ use tollgate_filters::responses::reply::{completion_to_response, Head};
 use tollgate_filters::responses::request::ResponsesRequest;
 use tollgate_filters::responses::stream::{Opening, ResponsesStream};
 use tollgate_filters::route::ModelSpec;
+use tollgate_filters::sticky::Signal;
 use tollgate_filters::translator::StreamTranslator;
 use tollgate_filters::{GatewayError, Usage};
 
@@ -71,6 +72,15 @@ impl FrontDoor for ResponsesDoor<'_> {
         match provider.responses_api {
             true => Ok(()),
             false => self.request.check_bridgeable(&model.id),
+        }
+    }
+
+    fn conversation<'r>(&self, req: &ChatRequest<'r>) -> Signal<'r> {
+        match req.get("prompt_cache_key") {
+            Some(k) => Signal::Named(k.get().as_bytes()),
+            // The chain's conversation is written first, so its beginning is every turn's.
+            None if self.request.previous_response_id.is_some() => Signal::Continued,
+            None => Signal::Unsaid,
         }
     }
 
