@@ -1,4 +1,4 @@
-//! `[routing.sticky]`: cache-aware (sticky) routing (README, "Sticky routing"): whether the turns
+//! `[routing.sticky]`: cache-aware (sticky) routing (docs/caching.md, "Sticky routing"): whether the turns
 //! of a conversation go back to the endpoint and model whose prompt cache holds it, from what
 //! size of prompt, and how many conversations an instance without Redis remembers. How long a
 //! provider keeps a prompt cached is its own key, `[[providers]] cache_ttl_secs`.

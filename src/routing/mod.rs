@@ -1,4 +1,4 @@
-//! Cache-aware (sticky) routing (README, "Sticky routing"): the turns of one conversation go
+//! Cache-aware (sticky) routing (docs/caching.md, "Sticky routing"): the turns of one conversation go
 //! back to the endpoint and model that served its last turn while the provider still holds its
 //! prompt cached, so each turn reads the conversation so far from the cache instead of paying
 //! for it again, on whichever instance it arrives.
