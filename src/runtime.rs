@@ -76,6 +76,8 @@ pub struct Shared {
     /// Traces' sampler and export queue, when `[telemetry] otlp_endpoint` is set (read at
     /// start; `background::traces` exports).
     pub tracer: Option<crate::telemetry::queue::Tracer>,
+    /// The response cache's requests in flight on this instance (single flight).
+    pub response_flights: crate::response_cache::flight::Flights,
 }
 
 impl Shared {
@@ -130,6 +132,7 @@ impl Shared {
             stored_responses: Arc::default(),
             webhooks,
             tracer,
+            response_flights: Default::default(),
         })
     }
 

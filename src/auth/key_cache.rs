@@ -301,6 +301,7 @@ mod tests {
             limits: Default::default(),
             org_member: None,
             log_payloads: false,
+            response_cache: false,
         }
     }
 

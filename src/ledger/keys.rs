@@ -133,6 +133,8 @@ pub struct KeyAuth {
     /// Its requests' payloads go to the request log: payload logging is on for the key or
     /// for its wallet (the account, or the organization).
     pub log_payloads: bool,
+    /// Its requests use the response cache without asking (`response_cache` of the key).
+    pub response_cache: bool,
 }
 
 /// The member who owns an organization key, and its credit cap per period in the
@@ -327,7 +329,7 @@ impl Ledger {
         on_pool!(self, p => {
             let row = sqlx::query(
                 "SELECT k.id, k.account_id, k.expires_at, k.allowed_models, k.allowed_tools, k.budget_micros, k.budget_period, k.requests_per_minute, k.tokens_per_minute, k.concurrent_requests, \
-                 k.log_payloads AS key_logs, a.log_payloads AS wallet_logs, a.plan, a.requests_per_hour, a.requests_per_day, k.owner_id, m.cap_micros, m.cap_period, o.allowed_models AS org_models FROM api_keys k JOIN accounts a ON a.user_id = k.account_id \
+                 k.log_payloads AS key_logs, a.log_payloads AS wallet_logs, k.response_cache, a.plan, a.requests_per_hour, a.requests_per_day, k.owner_id, m.cap_micros, m.cap_period, o.allowed_models AS org_models FROM api_keys k JOIN accounts a ON a.user_id = k.account_id \
                  LEFT JOIN org_members m ON m.org_id = k.account_id AND m.account_id = k.owner_id LEFT JOIN organizations o ON o.id = k.account_id WHERE k.hash = $1 AND k.revoked_at IS NULL",
             )
             .bind(hash).fetch_optional(p).await?;
@@ -357,6 +359,7 @@ impl Ledger {
                     limits: limits_of(&r)?,
                     org_member,
                     log_payloads: r.try_get::<i64, _>("key_logs")? != 0 || r.try_get::<i64, _>("wallet_logs")? != 0,
+                    response_cache: r.try_get::<i64, _>("response_cache")? != 0,
                 }))
                 }
                 None => Ok(None),
