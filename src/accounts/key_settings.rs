@@ -1,6 +1,6 @@
 //! A key's settings as the keys API reads and shows them (`POST /api/v1/keys`, `PATCH
 //! /api/v1/keys/{id}`, `GET /api/v1/keys`): expiry, model and tool allowlists, budget and
-//! limits, payload logging. Every field is checked before anything is written, so a bad one changes nothing.
+//! limits, payload logging, the response cache. Every field is checked before anything is written, so a bad one changes nothing.
 
 use serde_json::{json, Map, Value};
 use tollgate_filters::budget::Period;
@@ -12,7 +12,7 @@ use crate::ledger::{KeyChange, KeyRow};
 use crate::runtime::Shared;
 
 /// The settings a body may carry.
-pub const FIELDS: [&str; 10] = [
+pub const FIELDS: [&str; 11] = [
     "expires_at",
     "allowed_models",
     "allowed_tools",
@@ -22,6 +22,7 @@ pub const FIELDS: [&str; 10] = [
     "tokens_per_minute",
     "concurrent_requests",
     "log_payloads",
+    "response_cache",
     "name",
 ];
 
@@ -54,6 +55,7 @@ pub async fn parse(
         tokens_per_minute: limit(m, "tokens_per_minute")?,
         concurrent_requests: limit(m, "concurrent_requests")?,
         log_payloads: log_payloads(m)?,
+        response_cache: flag(m, "response_cache")?,
     };
     // Last: the only check that reads the ledger.
     change.allowed_tools = listed(allowed_tools(shared, m).await?);
@@ -78,6 +80,7 @@ pub fn show(k: &KeyRow, spent: Option<i64>, now_ms: i64) -> Value {
         "tokens_per_minute": k.limits.tokens_per_minute,
         "concurrent_requests": k.limits.concurrent_requests,
         "log_payloads": k.log_payloads,
+        "response_cache": k.response_cache,
     })
 }
 
@@ -229,5 +232,17 @@ pub fn log_payloads(m: &Map<String, Value>) -> Result<Option<bool>, GatewayError
         None => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
         Some(_) => Err(GatewayError::invalid("log_payloads: must be true or false")),
+    }
+}
+
+/// A setting that is `true` or `false` (`response_cache`: the key's requests use the response
+/// cache without asking).
+fn flag(m: &Map<String, Value>, field: &str) -> Result<Option<bool>, GatewayError> {
+    match m.get(field) {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(GatewayError::invalid(format!(
+            "{field}: must be true or false"
+        ))),
     }
 }

@@ -33,6 +33,8 @@ pub struct KeyRow {
     /// Its requests' payloads are stored in the request log (its own setting; its wallet's
     /// is the account's).
     pub log_payloads: bool,
+    /// Its requests use the response cache without asking.
+    pub response_cache: bool,
 }
 
 /// A key's own budget and limits (issue 29), on top of its plan's; `None`: none.
@@ -63,6 +65,8 @@ pub struct KeyChange {
     pub concurrent_requests: Option<Option<i64>>,
     /// Payload logging on this key.
     pub log_payloads: Option<bool>,
+    /// The response cache on this key's requests without their asking.
+    pub response_cache: Option<bool>,
 }
 
 impl KeyChange {
@@ -76,6 +80,7 @@ impl KeyChange {
             && self.tokens_per_minute.is_none()
             && self.concurrent_requests.is_none()
             && self.log_payloads.is_none()
+            && self.response_cache.is_none()
     }
 }
 
@@ -172,7 +177,7 @@ impl Ledger {
         with: &KeyChange,
     ) -> Result<()> {
         on_pool!(self, p => {
-            sqlx::query(&format!("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}, owner_id, log_payloads) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"))
+            sqlx::query(&format!("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}, owner_id, log_payloads, response_cache) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"))
                 .bind(&k.id).bind(account_id).bind(&k.name).bind(&k.prefix).bind(&k.hash).bind(now)
                 .bind(with.expires_at.flatten()).bind(with.allowed_models.clone().flatten())
                 .bind(with.allowed_tools.clone().flatten())
@@ -180,6 +185,7 @@ impl Ledger {
                 .bind(with.requests_per_minute.flatten()).bind(with.tokens_per_minute.flatten())
                 .bind(with.concurrent_requests.flatten()).bind(owner)
                 .bind(i64::from(with.log_payloads.unwrap_or(false)))
+                .bind(i64::from(with.response_cache.unwrap_or(false)))
                 .execute(p).await?;
             Ok(())
         })
@@ -193,7 +199,7 @@ impl Ledger {
         key_id: &str,
         change: &KeyChange,
     ) -> Result<Option<String>> {
-        let sets: [(&str, Option<Value>); 9] = [
+        let sets: [(&str, Option<Value>); 10] = [
             ("expires_at", change.expires_at.map(Value::Int)),
             (
                 "allowed_models",
@@ -228,6 +234,12 @@ impl Ledger {
                     .log_payloads
                     .map(|on| Value::Int(Some(i64::from(on)))),
             ),
+            (
+                "response_cache",
+                change
+                    .response_cache
+                    .map(|on| Value::Int(Some(i64::from(on)))),
+            ),
         ];
         on_pool!(self, p => {
             let mut q = sqlx::QueryBuilder::new("UPDATE api_keys SET ");
@@ -260,7 +272,7 @@ impl Ledger {
     /// The keys of a person's account and the organization keys it owns.
     pub async fn list_keys(&self, account_id: &str) -> Result<Vec<KeyRow>> {
         on_pool!(self, p => {
-            let rows = sqlx::query(&format!("SELECT id, account_id, owner_id, name, prefix, created_at, last_used_at, revoked_at, log_payloads, {SETTINGS} FROM api_keys WHERE (account_id = $1 AND owner_id IS NULL) OR owner_id = $1 ORDER BY created_at, id"))
+            let rows = sqlx::query(&format!("SELECT id, account_id, owner_id, name, prefix, created_at, last_used_at, revoked_at, log_payloads, response_cache, {SETTINGS} FROM api_keys WHERE (account_id = $1 AND owner_id IS NULL) OR owner_id = $1 ORDER BY created_at, id"))
                 .bind(account_id).fetch_all(p).await?;
             rows.iter().map(|r| Ok(KeyRow {
                 id: r.try_get("id")?,
@@ -278,6 +290,7 @@ impl Ledger {
                 allowed_tools: models_of(r.try_get("allowed_tools")?),
                 limits: limits_of(r)?,
                 log_payloads: r.try_get::<i64, _>("log_payloads")? != 0,
+                response_cache: r.try_get::<i64, _>("response_cache")? != 0,
             })).collect()
         })
     }
@@ -386,8 +399,8 @@ impl Ledger {
         on_pool!(self, p => {
             let mut tx = p.begin().await?;
             let copied = sqlx::query(&format!(
-                "INSERT INTO api_keys (id, account_id, owner_id, name, prefix, hash, created_at, log_payloads, {SETTINGS}) \
-                 SELECT $1, account_id, owner_id, name, $2, $3, $4, log_payloads, {SETTINGS} FROM api_keys \
+                "INSERT INTO api_keys (id, account_id, owner_id, name, prefix, hash, created_at, log_payloads, response_cache, {SETTINGS}) \
+                 SELECT $1, account_id, owner_id, name, $2, $3, $4, log_payloads, response_cache, {SETTINGS} FROM api_keys \
                  WHERE id = $5 AND {} AND revoked_at IS NULL",
                 own_key(6)
             ))
@@ -401,7 +414,7 @@ impl Ledger {
                  WHERE id = $2 RETURNING hash, expires_at",
             )
             .bind(until).bind(key_id).fetch_all(&mut *tx).await?;
-            let row = sqlx::query(&format!("SELECT name, account_id, owner_id, log_payloads, {SETTINGS} FROM api_keys WHERE id = $1"))
+            let row = sqlx::query(&format!("SELECT name, account_id, owner_id, log_payloads, response_cache, {SETTINGS} FROM api_keys WHERE id = $1"))
                 .bind(&new.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
             let Some(old) = old.into_iter().next() else { return Ok(None) };
@@ -421,6 +434,7 @@ impl Ledger {
                 allowed_tools: models_of(row.try_get("allowed_tools")?),
                 limits: limits_of(&row)?,
                 log_payloads: row.try_get::<i64, _>("log_payloads")? != 0,
+                response_cache: row.try_get::<i64, _>("response_cache")? != 0,
             };
             Ok(Some((old.try_get("hash")?, old.try_get("expires_at")?, key)))
         })

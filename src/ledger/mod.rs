@@ -60,4 +60,4 @@ pub use credits::{Saving, Settled, Settlement, ToolCharge};
 pub use keys::{KeyAuth, KeyChange, KeyLimits, KeyRow, NewKey, OrgMember};
 pub use leases::{LeaseRound, LeaseSynced};
 pub use store::{Ledger, StoreError};
-pub use usage::{KeyUsage, UsageAgg, UsageRow};
+pub use usage::{KeyUsage, Savings, UsageAgg, UsageRow};
