@@ -56,25 +56,24 @@ pub async fn look_up(
         return Ok(None);
     };
     let config = rt.config.response_cache;
-    if let Some(e) = store.get(&lookup.key, crate::clock::now_ms()).await {
-        if let Some(reply) = answer(rt, (session, ctx), req, front, e).await? {
-            return Ok(Some(reply));
-        }
-    }
-    let leading = match shared.response_flights.join(&lookup.key) {
+    // Joined before the read: a leader still storing its entry is waited for, and one done
+    // has stored it before this read, so a request right after its twin always hits.
+    let mut leading = match shared.response_flights.join(&lookup.key) {
         Joined::Lead(l) => Some(l),
         Joined::Follow(rx) => {
             // The leader's reply is bounded by the response timeout; past it, go on alone.
             let bound = rt.config.timeouts.response.max(Duration::from_secs(1));
             flight::wait(rx, bound).await;
-            if let Some(e) = store.get(&lookup.key, crate::clock::now_ms()).await {
-                if let Some(reply) = answer(rt, (session, ctx), req, front, e).await? {
-                    return Ok(Some(reply));
-                }
-            }
             None
         }
     };
+    if let Some(e) = store.get(&lookup.key, crate::clock::now_ms()).await {
+        // A hit leads nothing: its twins read the store too, without waiting for its answer.
+        drop(leading.take());
+        if let Some(reply) = answer(rt, (session, ctx), req, front, e).await? {
+            return Ok(Some(reply));
+        }
+    }
     ctx.set_header(HEADER, "miss".into());
     ctx.cache_fill = Some(Box::new(Fill::new(lookup, config.max_entry_bytes, leading)));
     Ok(None)

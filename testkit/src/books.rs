@@ -47,14 +47,16 @@ pub async fn read(url: &str, account: &str) -> Books {
                 .iter()
                 .map(|r| (r.get::<String, _>(0), r.get::<i64, _>(1)))
                 .collect();
-            let cache_hits = sqlx::query("SELECT request_id FROM usage WHERE account_id = $1 AND cache_hit <> 0")
-                .bind(account)
-                .fetch_all(&mut *$tx)
-                .await
-                .unwrap()
-                .iter()
-                .map(|r| r.get::<String, _>(0))
-                .collect();
+            let cache_hits = sqlx::query(
+                "SELECT request_id FROM usage WHERE account_id = $1 AND cache_hit <> 0",
+            )
+            .bind(account)
+            .fetch_all(&mut *$tx)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<String, _>(0))
+            .collect();
             let hold_rows =
                 sqlx::query("SELECT id, amount, expires_at FROM holds WHERE account_id = $1")
                     .bind(account)
