@@ -457,8 +457,8 @@ mod tests {
         assert_eq!(ROW_COLUMNS.split(", ").count(), ROW_BINDS);
         let pg = insert_rows(true, 16);
         assert!(pg.contains("($1, $2, "), "{pg}");
-        assert!(pg.contains(", $320)"), "{pg}");
-        assert!(!pg.contains("$321"), "{pg}");
+        assert!(pg.contains(", $352)"), "{pg}");
+        assert!(!pg.contains("$353"), "{pg}");
         assert!(
             pg.ends_with(") ON CONFLICT (request_id) DO NOTHING"),
             "{pg}"
