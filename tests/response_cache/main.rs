@@ -6,7 +6,8 @@
 //! (an entry expires after `ttl_secs` on an instance whose clock moved on; a reply over
 //! `max_entry_bytes` is not stored; past `max_total_bytes` the oldest is evicted), `flight` (50
 //! identical requests at once call the provider once, each answered the same and charged
-//! correctly), `bad_input` (bad headers, extensions, key settings and config values refused
+//! correctly), `savings` (an organization's keys share its entries, its usage shows the saving;
+//! a provider's cache reads counted), `bad_input` (bad headers, extensions, key settings and config values refused
 //! by name). Runs on SQLite (the ledger's table), and on Postgres + Redis (Redis keeps the
 //! entries) when `TOLLGATE_TEST_DATABASE_URL` and `TOLLGATE_TEST_REDIS_URL` are set.
 
@@ -15,4 +16,5 @@ mod caps;
 mod common;
 mod flight;
 mod hits;
+mod savings;
 mod scope;
