@@ -46,13 +46,13 @@ pub async fn look_up(
     let lookup = match decide(&front.cache, req, door, wallet, setting) {
         Decision::Off => return Ok(None),
         Decision::Bypass => {
-            ctx.set_header(HEADER, "bypass".into());
+            said(shared, ctx, "bypass");
             return Ok(None);
         }
         Decision::Use(l) => l,
     };
     let Some(store) = store_of(shared) else {
-        ctx.set_header(HEADER, "bypass".into());
+        said(shared, ctx, "bypass");
         return Ok(None);
     };
     let config = rt.config.response_cache;
@@ -71,12 +71,27 @@ pub async fn look_up(
         // A hit leads nothing: its twins read the store too, without waiting for its answer.
         drop(leading.take());
         if let Some(reply) = answer(rt, (session, ctx), req, front, e).await? {
+            shared
+                .metrics
+                .response_cache
+                .with_label_values(&["hit"])
+                .inc();
             return Ok(Some(reply));
         }
     }
-    ctx.set_header(HEADER, "miss".into());
+    said(shared, ctx, "miss");
     ctx.cache_fill = Some(Box::new(Fill::new(lookup, config.max_entry_bytes, leading)));
     Ok(None)
+}
+
+/// What the cache did, told the client and counted; a hit is told by [`answer`].
+fn said(shared: &Shared, ctx: &mut RequestCtx, what: &'static str) {
+    ctx.set_header(HEADER, what.into());
+    shared
+        .metrics
+        .response_cache
+        .with_label_values(&[what])
+        .inc();
 }
 
 /// The store of this gateway: Redis when configured (none while it is still connecting: the

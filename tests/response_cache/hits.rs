@@ -31,6 +31,9 @@ async fn a_repeated_request_is_answered_from_the_cache_without_a_provider_call()
     let plain = chat(&gw, &gw.key, &b, &[]).await;
     assert_eq!(said(&plain), None);
     assert_eq!(fake.chat_count(), 2);
+    let counted = |r: &str| format!("tollgate_response_cache_total{{result=\"{r}\"}}");
+    assert_eq!(gw.metric(&counted("hit")).await, 1.0);
+    assert_eq!(gw.metric(&counted("miss")).await, 1.0);
 
     let usage = gw.usage(&gw.key).await;
     let hit = usage["recent"]
