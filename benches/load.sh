@@ -22,10 +22,11 @@
 # Tollgate on SQLite (held, charged the provider's prompt_tokens), in a fourth; then
 # every other front door (Responses, stored and with store: false; Messages; Gemini) and chat
 # with a key that has every control set (budget, allowlist, RPM, TPM, in-flight) and with an
-# organization's key (its wallet and plan) and with sticky routing applied (an `x-session-id`
-# conversation: its key hashed, its affinity read and written in-process) through Tollgate on
-# SQLite beside its chat completions (the same prompt and fake), JSON and 500
-# streams, in a fifth; then 500 streams cut once at half their length and resumed on another
+# organization's key (its wallet and plan), with sticky routing applied (an `x-session-id`
+# conversation: its key hashed, its affinity read and written in-process), and chat answered
+# from the response cache (every request a hit: no provider call, the hold and a usage row)
+# through Tollgate on SQLite beside its chat completions (the same prompt and fake), JSON and
+# 500 streams, in a fifth; then 500 streams cut once at half their length and resumed on another
 # provider (X-Tollgate-Resume) vs the same streams uncut, time to last byte, in a sixth; and last
 # the issue-31 table: each chat target's row in the units of issue 31's goals (CPU per request and
 # max rps on 32 connections, added p50 at 20 and 200 requests/s, 20-chunk streams, 2,000 idle
@@ -146,6 +147,7 @@ org_key=$(curl -sf "http://$TG1/api/v1/keys" -H "Authorization: Bearer $tg_sqlit
   -d "{\"name\":\"org\",\"organization_id\":\"$org\"}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
 for t in "chat|/v1/chat/completions||/v1/chat/completions|" \
          "chat-sticky|/v1/chat/completions||/v1/chat/completions|" \
+         "chat-cache-hit|/v1/chat/completions||/v1/chat/completions|" \
          "chat-key-controls|/v1/chat/completions||/v1/chat/completions|" \
          "chat-org-key|/v1/chat/completions||/v1/chat/completions|" \
          "responses|/v1/responses|$rbody|/v1/responses|$(stream_of "$rbody")" \
@@ -160,6 +162,15 @@ for t in "chat|/v1/chat/completions||/v1/chat/completions|" \
   # Sticky routing applies to a request that names its conversation (or has a prompt large
   # enough to cache, which this bench's is not): the chat row's cost plus sticky routing's.
   [ "$name" = chat-sticky ] && auth+=(--header "x-session-id: bench-conversation")
+  if [ "$name" = chat-cache-hit ]; then
+    # Filled once, JSON and stream, so that every request of the row is a hit.
+    for s in "" --stream; do
+      # shellcheck disable=SC2086
+      "$BENCH" body --model bench $s | curl -sf "http://$TG1/v1/chat/completions" -H "Authorization: Bearer $key" \
+        -H 'X-Tollgate-Cache: on' -H 'Content-Type: application/json' --data-binary @- >/dev/null
+    done
+    auth+=(--header "X-Tollgate-Cache: on")
+  fi
   if [ -n "$body" ]; then
     extra=("${auth[@]}" --body "$body")
     streams=$("$BENCH" load --url "http://$TG1$spath" --mode streams --conns "$STREAMS" --body "$sbody" "${auth[@]}")

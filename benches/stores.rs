@@ -68,6 +68,7 @@ fn bench_ledger(c: &mut Criterion) {
                             latency_ms: 10,
                             now_ms: 0,
                             hold_note: None,
+                            saving: Default::default(),
                             tool: None,
                         })
                         .await

@@ -85,7 +85,9 @@
 //! pricing and changelog), [`demo`] (the built-in demo provider), [`accounts`]
 //! (signup, login, sessions, keys, usage), [`orgs`] (organizations: a shared wallet that
 //! is an account of its own, members with roles, invitations), [`request_log`] (every
-//! metered request's record, and its payloads where payload logging is on), [`webhooks`] (events sent
+//! metered request's record, and its payloads where payload logging is on), [`response_cache`]
+//! (the exact response cache: a repeated request answered from a stored reply, in the chat
+//! walk between the hold and forwarding), [`webhooks`] (events sent
 //! to customers' endpoints: registered, noticed off the request path, signed, delivered in
 //! order), [`admin`] (the admin API), [`dashboard`] (the pricing page and the app, served by the gateway itself). The logic
 //! that needs no I/O (validation, translation, SSE, routing, credit arithmetic, the Stripe
@@ -115,6 +117,7 @@ pub mod pipeline;
 pub mod proxy;
 pub mod request;
 pub mod request_log;
+pub mod response_cache;
 pub mod routing;
 pub mod runtime;
 pub mod server;

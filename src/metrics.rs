@@ -57,6 +57,8 @@ pub struct Metrics {
     pub trace_spans_exported: IntCounter,
     /// Spans dropped, by reason (`queue_full`, `export_failed`).
     pub trace_spans_dropped: IntCounterVec,
+    /// Opted-in requests by what the response cache did (`hit`, `miss`, `bypass`).
+    pub response_cache: IntCounterVec,
 }
 
 impl Metrics {
@@ -77,6 +79,7 @@ impl Metrics {
             upstream_healthy: traffic.upstream_healthy,
             reloads: traffic.reloads,
             dns_resolutions: traffic.dns_resolutions,
+            response_cache: traffic.response_cache,
             ratelimit: admission.ratelimit,
             ratelimit_store_errors: admission.ratelimit_store_errors,
             ratelimit_leased: admission.ratelimit_leased,
@@ -121,6 +124,7 @@ struct Traffic {
     upstream_healthy: IntGaugeVec,
     reloads: IntCounterVec,
     dns_resolutions: IntCounterVec,
+    response_cache: IntCounterVec,
 }
 
 impl Traffic {
@@ -174,6 +178,14 @@ impl Traffic {
                 counter(
                     "tollgate_config_reloads_total",
                     "SIGHUP reloads by result",
+                    &["result"],
+                ),
+            ),
+            response_cache: register(
+                r,
+                counter(
+                    "tollgate_response_cache_total",
+                    "Requests opted in to the response cache, by result: hit, miss, bypass",
                     &["result"],
                 ),
             ),

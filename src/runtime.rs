@@ -79,6 +79,8 @@ pub struct Shared {
     /// Sticky routing's affinities: in Redis when configured, else in-process
     /// (`crate::routing`).
     pub sticky: crate::routing::store::Affinities,
+    /// The response cache's requests in flight on this instance (single flight).
+    pub response_flights: crate::response_cache::flight::Flights,
 }
 
 impl Shared {
@@ -135,6 +137,7 @@ impl Shared {
             webhooks,
             tracer,
             sticky,
+            response_flights: Default::default(),
         })
     }
 

@@ -46,6 +46,29 @@ impl Parts {
             .saturating_add(self.cache_write);
         milli.div_ceil(1000).min(i64::MAX as u128) as i64
     }
+
+    /// Each part at `ppm` millionths of itself: a response cache hit's price, a fraction of
+    /// the list price of the reply it repeats.
+    pub fn scaled(&self, ppm: u32) -> Parts {
+        let at = |p: u128| p.saturating_mul(u128::from(ppm)) / 1_000_000;
+        Parts {
+            input: at(self.input),
+            output: at(self.output),
+            cache_read: at(self.cache_read),
+            cache_write: at(self.cache_write),
+        }
+    }
+}
+
+/// What a provider's cache reads took off the list price: the read tokens at the input rate
+/// less the cache-read rate, in µcr rounded down (nothing without a cache-read rate).
+pub fn cache_read_saving(usage: Usage, rates: &Rates) -> i64 {
+    let Some(read_rate) = rates.cache_read else {
+        return 0;
+    };
+    let read = usage.cache_read_tokens.min(usage.prompt_tokens) as u128;
+    let milli = read * u128::from(rates.input.saturating_sub(read_rate));
+    (milli / 1000).min(i64::MAX as u128) as i64
 }
 
 /// The price of each part of a request's usage at `rates`. The cache counts are parts of the

@@ -1,6 +1,6 @@
 //! A key's settings as the keys API reads and shows them (`POST /api/v1/keys`, `PATCH
 //! /api/v1/keys/{id}`, `GET /api/v1/keys`): expiry, model and tool allowlists, budget and
-//! limits, payload logging, cache breakpoints. Every field is checked before anything is written, so a bad one changes nothing.
+//! limits, payload logging, cache breakpoints, the response cache. Every field is checked before anything is written, so a bad one changes nothing.
 
 use serde_json::{json, Map, Value};
 use tollgate_filters::budget::Period;
@@ -12,7 +12,7 @@ use crate::ledger::{KeyChange, KeyRow};
 use crate::runtime::Shared;
 
 /// The settings a body may carry.
-pub const FIELDS: [&str; 11] = [
+pub const FIELDS: [&str; 12] = [
     "expires_at",
     "allowed_models",
     "allowed_tools",
@@ -23,6 +23,7 @@ pub const FIELDS: [&str; 11] = [
     "concurrent_requests",
     "log_payloads",
     "cache_breakpoints",
+    "response_cache",
     "name",
 ];
 
@@ -56,6 +57,7 @@ pub async fn parse(
         concurrent_requests: limit(m, "concurrent_requests")?,
         log_payloads: log_payloads(m)?,
         cache_breakpoints: switch(m, "cache_breakpoints")?,
+        response_cache: switch(m, "response_cache")?,
     };
     // Last: the only check that reads the ledger.
     change.allowed_tools = listed(allowed_tools(shared, m).await?);
@@ -81,6 +83,7 @@ pub fn show(k: &KeyRow, spent: Option<i64>, now_ms: i64) -> Value {
         "concurrent_requests": k.limits.concurrent_requests,
         "log_payloads": k.log_payloads,
         "cache_breakpoints": k.cache_breakpoints,
+        "response_cache": k.response_cache,
     })
 }
 
@@ -235,7 +238,7 @@ pub fn log_payloads(m: &Map<String, Value>) -> Result<Option<bool>, GatewayError
     }
 }
 
-/// A switch of a key or a wallet (`cache_breakpoints`): `true` or `false`.
+/// A switch of a key or a wallet (`cache_breakpoints`, `response_cache`): `true` or `false`.
 pub fn switch(m: &Map<String, Value>, field: &str) -> Result<Option<bool>, GatewayError> {
     match m.get(field) {
         None => Ok(None),

@@ -1,5 +1,5 @@
 //! `GET /api/v1/usage`: usage per day and per model over 30 days, and recent requests with
-//! the credits each was charged.
+//! the credits each was charged, and what caching saved against list price (`savings`).
 
 use crate::request::Session;
 use serde_json::json;
@@ -7,7 +7,7 @@ use tollgate_filters::credits::to_credits;
 use tollgate_filters::GatewayError;
 
 use crate::auth::caller::Caller;
-use crate::ledger::UsageAgg;
+use crate::ledger::{Savings, UsageAgg};
 use crate::request::ctx::RequestCtx;
 use crate::request::respond;
 use crate::runtime::Shared;
@@ -59,16 +59,25 @@ pub async fn usage(
             json!({"request_id": u.request_id, "model_requested": u.model_requested, "model_used": u.model_used,
                    "provider": u.provider, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
                    "credits": to_credits(u.credits), "status": u.status, "latency_ms": u.latency_ms, "created_at": u.created_at / 1000,
-                   "hold_note": u.hold_note})
+                   "hold_note": u.hold_note, "cache_hit": u.cache_hit, "saved": to_credits(u.saved_credits)})
         })
         .collect();
+    let savings = savings_json(ledger.savings(account_id, member, since).await?);
     respond::json(
         session,
         ctx,
         200,
-        &json!({"by_day": by_day, "by_model": by_model, "recent": recent}),
+        &json!({"by_day": by_day, "by_model": by_model, "recent": recent, "savings": savings}),
         &[],
     )
     .await;
     Ok(())
+}
+
+/// What caching saved over the period, in credits: by the provider's prompt cache (cache
+/// reads, including those of the gateway's cache breakpoints) and by response cache hits.
+pub fn savings_json(s: Savings) -> serde_json::Value {
+    json!({"cache_reads": to_credits(s.cache_reads), "response_cache": to_credits(s.response_cache),
+           "response_cache_hits": s.response_cache_hits,
+           "total": to_credits(s.cache_reads.saturating_add(s.response_cache))})
 }

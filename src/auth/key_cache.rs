@@ -302,6 +302,7 @@ mod tests {
             org_member: None,
             log_payloads: false,
             cache_breakpoints: false,
+            response_cache: false,
         }
     }
 

@@ -19,6 +19,7 @@ pub mod plans;
 pub mod provider_tls;
 pub mod providers;
 pub mod request_log;
+pub mod response_cache;
 pub mod responses;
 pub mod routing;
 pub mod server;
@@ -35,6 +36,7 @@ pub use error::ConfigError;
 pub use mcp::Mcp;
 pub use plans::Plans;
 pub use providers::{EndpointUrl, Provider, ProviderKind};
+pub use response_cache::ResponseCache;
 pub use responses::Responses;
 pub use routing::Routing;
 pub use server::Server;
@@ -50,6 +52,7 @@ struct ConfigFile {
     server: server::ServerSection,
     storage: storage::StorageSection,
     responses: responses::ResponsesSection,
+    response_cache: response_cache::ResponseCacheSection,
     timeouts: timeouts::TimeoutsSection,
     providers: Vec<providers::ProviderSection>,
     models: Vec<models::ModelSection>,
@@ -79,6 +82,7 @@ pub struct Config {
     pub mcp: Mcp,
     pub abuse: Abuse,
     pub responses: Responses,
+    pub response_cache: ResponseCache,
     pub oauth: oauth::OAuth,
     pub routing: Routing,
     pub telemetry: Telemetry,
@@ -134,6 +138,7 @@ fn validate(file: &ConfigFile) -> Result<Config, Vec<ConfigError>> {
         mcp: file.mcp.validate(&mut errs),
         abuse: file.abuse.validate(&mut errs),
         responses: file.responses.validate(&mut errs),
+        response_cache: file.response_cache.validate(&mut errs),
         oauth: file.oauth.validate(&mut errs),
         routing: file.routing.validate(&file.plans, &model_ids, &mut errs),
         telemetry: file.telemetry.validate(&mut errs),

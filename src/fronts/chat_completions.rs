@@ -39,13 +39,14 @@ async fn run(
     let rt = shared.runtime.load_full();
     let raw = body::read_within(session, &rt.config).await?;
     crate::request_log::capture::request(ctx, caller, &rt.config, &raw);
-    let (resume, raw) = super::without_extension(session, raw)?;
+    let (opt, raw) = super::without_extension(session, raw)?;
     // The request borrows from the body it was parsed from, which this future keeps until the
     // request is done: nothing is copied out of it.
     let req = parse_chat_request(&raw)?;
     let front = Front {
         door: &ChatCompletions,
-        resume,
+        resume: opt.resume,
+        cache: opt.cache(&raw)?,
     };
     serve(shared, session, ctx, caller, &req, front).await
 }

@@ -49,6 +49,7 @@ pub async fn handle(
                 let front = Front {
                     door: &Legacy(&legacy),
                     resume: None,
+                    cache: Default::default(),
                 };
                 serve(shared, session, ctx, caller, &chat, front).await
             }

@@ -80,6 +80,7 @@ pub async fn handle(
             let front = Front {
                 door: &door,
                 resume: None,
+                cache: Default::default(),
             };
             serve(shared, session, ctx, caller, &chat, front).await
         }

@@ -53,7 +53,7 @@ async fn run(
     let rt = shared.runtime.load_full();
     let raw = body::read_within(session, &rt.config).await?;
     crate::request_log::capture::request(ctx, caller, &rt.config, &raw);
-    let (resume, raw) = super::without_extension(session, raw)?;
+    let (opt, raw) = super::without_extension(session, raw)?;
     let request = parse_messages_request(&raw)?;
     // The internal request borrows from the Anthropic mirror, which this future keeps until
     // the request is done.
@@ -76,7 +76,8 @@ async fn run(
         &req,
         Front {
             door: &door,
-            resume,
+            resume: opt.resume,
+            cache: opt.cache(&raw)?,
         },
     )
     .await

@@ -30,25 +30,52 @@ use tollgate_filters::GatewayError;
 
 use crate::request::Session;
 
-/// What a request says of resuming a cut stream (docs/api.md, "Streams that survive a cut"): the
-/// `X-Tollgate-Resume` header, else the body's `tollgate.resume`; and the body without its
-/// `tollgate` extension, when it had one (no provider is sent it).
-fn opt_in(session: &Session, raw: &[u8]) -> Result<(Option<bool>, Option<Vec<u8>>), GatewayError> {
-    let header = match session.req_header().headers.get("x-tollgate-resume") {
-        None => None,
-        Some(v) => Some(header_value(v.to_str().unwrap_or("?"))?),
-    };
-    let ext = take_extension(raw)?;
-    let body = ext.as_ref().and_then(|e| e.resume);
-    Ok((header.or(body), ext.map(|e| e.body)))
+/// What a request's headers and body extension ask of the gateway: resuming a cut stream
+/// (docs/api.md, "Streams that survive a cut": `X-Tollgate-Resume`, else the body's
+/// `tollgate.resume`) and the response cache (`X-Tollgate-Cache`, else `tollgate.cache`, and
+/// `Cache-Control`).
+pub struct OptIn {
+    pub resume: Option<bool>,
+    pub cache: Option<bool>,
+    /// The `X-Tollgate-Cache` and `Cache-Control` headers, checked when the cache is asked of.
+    headers: (Option<String>, Option<String>),
 }
 
-/// The request body without its `tollgate` extension, and what it says of resuming.
+impl OptIn {
+    /// What the request asks of the response cache, for its `body` (without its extension).
+    pub fn cache<'a>(
+        &self,
+        body: &'a [u8],
+    ) -> Result<crate::response_cache::Ask<'a>, GatewayError> {
+        let (cache, control) = &self.headers;
+        crate::response_cache::Ask::of(cache.as_deref(), control.as_deref(), self.cache, body)
+    }
+}
+
+/// The request body without its `tollgate` extension, and what the request opts in to.
 pub fn without_extension(
     session: &Session,
     raw: bytes::BytesMut,
-) -> Result<(Option<bool>, bytes::BytesMut), GatewayError> {
-    let (resume, stripped) = opt_in(session, &raw)?;
-    let raw = stripped.map_or(raw, |b| bytes::BytesMut::from(bytes::Bytes::from(b)));
-    Ok((resume, raw))
+) -> Result<(OptIn, bytes::BytesMut), GatewayError> {
+    let headers = &session.req_header().headers;
+    let resume = match headers.get("x-tollgate-resume") {
+        None => None,
+        Some(v) => Some(header_value(v.to_str().unwrap_or("?"))?),
+    };
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .map(|v| v.to_str().unwrap_or("?").to_owned())
+    };
+    let ext = take_extension(&raw)?;
+    let opt = OptIn {
+        resume: resume.or(ext.as_ref().and_then(|e| e.resume)),
+        cache: ext.as_ref().and_then(|e| e.cache),
+        headers: (text("x-tollgate-cache"), text("cache-control")),
+    };
+    let raw = match ext {
+        Some(e) => bytes::BytesMut::from(bytes::Bytes::from(e.body)),
+        None => raw,
+    };
+    Ok((opt, raw))
 }

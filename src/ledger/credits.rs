@@ -26,6 +26,16 @@ pub struct Settlement {
     pub hold_note: Option<String>,
     /// A tool call (kind `tool`): the service, the tool and the developer's share.
     pub tool: Option<ToolCharge>,
+    /// What the request saved against list price, and whether it was a response cache hit.
+    pub saving: Saving,
+}
+
+/// What a usage row saved against list price: a response cache hit's list cost less its charge,
+/// else what the provider's cache reads took off the input rate (µcr).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Saving {
+    pub cache_hit: bool,
+    pub credits: i64,
 }
 
 /// What a tool call's usage row records besides the chat columns.
@@ -46,10 +56,11 @@ pub struct Settled {
 
 /// The settlement statement of each backend ($1 request, $2 key, $3–$5 models and provider,
 /// $6–$7 tokens, $8 cost, $9 status, $10 latency, $11 time, $12 account, $13 hold note,
-/// $14–$18 the tool call's kind, slug, tool, developer and developer credits).
-const SETTLE_SQLITE: &str = "INSERT INTO usage_settlements (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, hold_note, kind, tool_slug, tool_name, developer_id, developer_credits) \
+/// $14–$18 the tool call's kind, slug, tool, developer and developer credits, $19–$20 the
+/// response cache hit and what the row saved).
+const SETTLE_SQLITE: &str = "INSERT INTO usage_settlements (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, hold_note, kind, tool_slug, tool_name, developer_id, developer_credits, cache_hit, saved_credits) \
      SELECT $1, a.user_id, $2, $3, $4, $5, $6, $7, MIN($8, a.balance + COALESCE(h.amount, 0)), $9, $10, $11, \
-            a.balance + COALESCE(h.amount, 0) - MIN($8, a.balance + COALESCE(h.amount, 0)), $13, $14, $15, $16, $17, $18 \
+            a.balance + COALESCE(h.amount, 0) - MIN($8, a.balance + COALESCE(h.amount, 0)), $13, $14, $15, $16, $17, $18, $19, $20 \
      FROM accounts a LEFT JOIN holds h ON h.id = $1 WHERE a.user_id = $12 \
      RETURNING credits, balance_after";
 const SETTLE_POSTGRES: &str = "WITH h AS (DELETE FROM holds WHERE id = $1 RETURNING amount), \
@@ -57,8 +68,8 @@ const SETTLE_POSTGRES: &str = "WITH h AS (DELETE FROM holds WHERE id = $1 RETURN
           a AS (UPDATE accounts SET scratch = LEAST($8, balance + (SELECT amount FROM held)), \
                   balance = balance + (SELECT amount FROM held) - LEAST($8, balance + (SELECT amount FROM held)) \
                 WHERE user_id = $12 RETURNING scratch, balance) \
-     INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, hold_note, kind, tool_slug, tool_name, developer_id, developer_credits) \
-     SELECT $1, $12, $2, $3, $4, $5, $6, $7, a.scratch, $9, $10, $11, a.balance, $13, $14, $15, $16, $17, $18 FROM a \
+     INSERT INTO usage (request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, hold_note, kind, tool_slug, tool_name, developer_id, developer_credits, cache_hit, saved_credits) \
+     SELECT $1, $12, $2, $3, $4, $5, $6, $7, a.scratch, $9, $10, $11, a.balance, $13, $14, $15, $16, $17, $18, $19, $20 FROM a \
      RETURNING credits, balance_after";
 
 /// Runs the settlement statement on `$p` (a pool), in a transaction with the developer's
@@ -73,7 +84,8 @@ macro_rules! settle_on {
             .bind(&s.account_id).bind(&s.hold_note)
             .bind(if tool.is_some() { "tool" } else { "chat" })
             .bind(tool.map(|t| t.slug.as_str())).bind(tool.map(|t| t.tool.as_str()))
-            .bind(tool.map(|t| t.developer_id.as_str())).bind(tool.map(|t| t.developer_credits));
+            .bind(tool.map(|t| t.developer_id.as_str())).bind(tool.map(|t| t.developer_credits))
+            .bind(i64::from(s.saving.cache_hit)).bind(s.saving.credits);
         match $pays {
             None => {
                 // Run to its end (the `ledger` module doc): fetching one row of an

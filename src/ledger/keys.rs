@@ -35,6 +35,8 @@ pub struct KeyRow {
     pub log_payloads: bool,
     /// Its long Anthropic prompts get the gateway's cache marks (its own setting).
     pub cache_breakpoints: bool,
+    /// Its requests use the response cache without asking.
+    pub response_cache: bool,
 }
 
 /// A key's own budget and limits (issue 29), on top of its plan's; `None`: none.
@@ -67,6 +69,8 @@ pub struct KeyChange {
     pub log_payloads: Option<bool>,
     /// Cache breakpoints on this key.
     pub cache_breakpoints: Option<bool>,
+    /// The response cache on this key's requests without their asking.
+    pub response_cache: Option<bool>,
 }
 
 impl KeyChange {
@@ -81,6 +85,7 @@ impl KeyChange {
             && self.concurrent_requests.is_none()
             && self.log_payloads.is_none()
             && self.cache_breakpoints.is_none()
+            && self.response_cache.is_none()
     }
 }
 
@@ -141,6 +146,8 @@ pub struct KeyAuth {
     /// Its long Anthropic prompts get the gateway's cache marks: on for the key or for its
     /// organization.
     pub cache_breakpoints: bool,
+    /// Its requests use the response cache without asking (`response_cache` of the key).
+    pub response_cache: bool,
 }
 
 /// The member who owns an organization key, and its credit cap per period in the
@@ -178,7 +185,7 @@ impl Ledger {
         with: &KeyChange,
     ) -> Result<()> {
         on_pool!(self, p => {
-            sqlx::query(&format!("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}, owner_id, log_payloads, cache_breakpoints) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"))
+            sqlx::query(&format!("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, {SETTINGS}, owner_id, log_payloads, cache_breakpoints, response_cache) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"))
                 .bind(&k.id).bind(account_id).bind(&k.name).bind(&k.prefix).bind(&k.hash).bind(now)
                 .bind(with.expires_at.flatten()).bind(with.allowed_models.clone().flatten())
                 .bind(with.allowed_tools.clone().flatten())
@@ -187,6 +194,7 @@ impl Ledger {
                 .bind(with.concurrent_requests.flatten()).bind(owner)
                 .bind(i64::from(with.log_payloads.unwrap_or(false)))
                 .bind(i64::from(with.cache_breakpoints.unwrap_or(false)))
+                .bind(i64::from(with.response_cache.unwrap_or(false)))
                 .execute(p).await?;
             Ok(())
         })
@@ -200,7 +208,7 @@ impl Ledger {
         key_id: &str,
         change: &KeyChange,
     ) -> Result<Option<String>> {
-        let sets: [(&str, Option<Value>); 10] = [
+        let sets: [(&str, Option<Value>); 11] = [
             ("expires_at", change.expires_at.map(Value::Int)),
             (
                 "allowed_models",
@@ -241,6 +249,12 @@ impl Ledger {
                     .cache_breakpoints
                     .map(|on| Value::Int(Some(i64::from(on)))),
             ),
+            (
+                "response_cache",
+                change
+                    .response_cache
+                    .map(|on| Value::Int(Some(i64::from(on)))),
+            ),
         ];
         on_pool!(self, p => {
             let mut q = sqlx::QueryBuilder::new("UPDATE api_keys SET ");
@@ -273,7 +287,7 @@ impl Ledger {
     /// The keys of a person's account and the organization keys it owns.
     pub async fn list_keys(&self, account_id: &str) -> Result<Vec<KeyRow>> {
         on_pool!(self, p => {
-            let rows = sqlx::query(&format!("SELECT id, account_id, owner_id, name, prefix, created_at, last_used_at, revoked_at, log_payloads, cache_breakpoints, {SETTINGS} FROM api_keys WHERE (account_id = $1 AND owner_id IS NULL) OR owner_id = $1 ORDER BY created_at, id"))
+            let rows = sqlx::query(&format!("SELECT id, account_id, owner_id, name, prefix, created_at, last_used_at, revoked_at, log_payloads, cache_breakpoints, response_cache, {SETTINGS} FROM api_keys WHERE (account_id = $1 AND owner_id IS NULL) OR owner_id = $1 ORDER BY created_at, id"))
                 .bind(account_id).fetch_all(p).await?;
             rows.iter().map(|r| Ok(KeyRow {
                 id: r.try_get("id")?,
@@ -292,6 +306,7 @@ impl Ledger {
                 limits: limits_of(r)?,
                 log_payloads: r.try_get::<i64, _>("log_payloads")? != 0,
                 cache_breakpoints: r.try_get::<i64, _>("cache_breakpoints")? != 0,
+                response_cache: r.try_get::<i64, _>("response_cache")? != 0,
             })).collect()
         })
     }
@@ -343,7 +358,7 @@ impl Ledger {
         on_pool!(self, p => {
             let row = sqlx::query(
                 "SELECT k.id, k.account_id, k.expires_at, k.allowed_models, k.allowed_tools, k.budget_micros, k.budget_period, k.requests_per_minute, k.tokens_per_minute, k.concurrent_requests, \
-                 k.log_payloads AS key_logs, a.log_payloads AS wallet_logs, k.cache_breakpoints AS key_marks, a.cache_breakpoints AS wallet_marks, a.plan, a.requests_per_hour, a.requests_per_day, k.owner_id, m.cap_micros, m.cap_period, o.allowed_models AS org_models FROM api_keys k JOIN accounts a ON a.user_id = k.account_id \
+                 k.log_payloads AS key_logs, a.log_payloads AS wallet_logs, k.cache_breakpoints AS key_marks, a.cache_breakpoints AS wallet_marks, k.response_cache, a.plan, a.requests_per_hour, a.requests_per_day, k.owner_id, m.cap_micros, m.cap_period, o.allowed_models AS org_models FROM api_keys k JOIN accounts a ON a.user_id = k.account_id \
                  LEFT JOIN org_members m ON m.org_id = k.account_id AND m.account_id = k.owner_id LEFT JOIN organizations o ON o.id = k.account_id WHERE k.hash = $1 AND k.revoked_at IS NULL",
             )
             .bind(hash).fetch_optional(p).await?;
@@ -374,6 +389,7 @@ impl Ledger {
                     org_member,
                     log_payloads: r.try_get::<i64, _>("key_logs")? != 0 || r.try_get::<i64, _>("wallet_logs")? != 0,
                     cache_breakpoints: r.try_get::<i64, _>("key_marks")? != 0 || r.try_get::<i64, _>("wallet_marks")? != 0,
+                    response_cache: r.try_get::<i64, _>("response_cache")? != 0,
                 }))
                 }
                 None => Ok(None),
@@ -400,8 +416,8 @@ impl Ledger {
         on_pool!(self, p => {
             let mut tx = p.begin().await?;
             let copied = sqlx::query(&format!(
-                "INSERT INTO api_keys (id, account_id, owner_id, name, prefix, hash, created_at, log_payloads, cache_breakpoints, {SETTINGS}) \
-                 SELECT $1, account_id, owner_id, name, $2, $3, $4, log_payloads, cache_breakpoints, {SETTINGS} FROM api_keys \
+                "INSERT INTO api_keys (id, account_id, owner_id, name, prefix, hash, created_at, log_payloads, cache_breakpoints, response_cache, {SETTINGS}) \
+                 SELECT $1, account_id, owner_id, name, $2, $3, $4, log_payloads, cache_breakpoints, response_cache, {SETTINGS} FROM api_keys \
                  WHERE id = $5 AND {} AND revoked_at IS NULL",
                 own_key(6)
             ))
@@ -415,7 +431,7 @@ impl Ledger {
                  WHERE id = $2 RETURNING hash, expires_at",
             )
             .bind(until).bind(key_id).fetch_all(&mut *tx).await?;
-            let row = sqlx::query(&format!("SELECT name, account_id, owner_id, log_payloads, cache_breakpoints, {SETTINGS} FROM api_keys WHERE id = $1"))
+            let row = sqlx::query(&format!("SELECT name, account_id, owner_id, log_payloads, cache_breakpoints, response_cache, {SETTINGS} FROM api_keys WHERE id = $1"))
                 .bind(&new.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
             let Some(old) = old.into_iter().next() else { return Ok(None) };
@@ -436,6 +452,7 @@ impl Ledger {
                 limits: limits_of(&row)?,
                 log_payloads: row.try_get::<i64, _>("log_payloads")? != 0,
                 cache_breakpoints: row.try_get::<i64, _>("cache_breakpoints")? != 0,
+                response_cache: row.try_get::<i64, _>("response_cache")? != 0,
             };
             Ok(Some((old.try_get("hash")?, old.try_get("expires_at")?, key)))
         })

@@ -59,8 +59,8 @@ fn batches<T>(mut rows: &[T]) -> impl Iterator<Item = &[T]> {
 }
 
 /// The columns of a lease round's usage row, in the order [`Ledger::lease_sync`] binds them.
-const ROW_COLUMNS: &str = "request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, lease_id, hold_note, kind, tool_slug, tool_name, developer_id, developer_credits";
-const ROW_BINDS: usize = 20;
+const ROW_COLUMNS: &str = "request_id, account_id, key_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, balance_after, lease_id, hold_note, kind, tool_slug, tool_name, developer_id, developer_credits, cache_hit, saved_credits";
+const ROW_BINDS: usize = 22;
 
 /// The statement inserting `n` usage rows: built once per backend for each of `BATCH_SIZES`,
 /// and for a careful round's other sizes when needed.
@@ -164,7 +164,8 @@ macro_rules! insert_batch {
                 s.status, s.latency_ms, s.now_ms, *balance_after, r.lease_id, &s.hold_note,
                 if tool.is_some() { "tool" } else { "chat" }, tool.map(|t| t.slug.as_str()),
                 tool.map(|t| t.tool.as_str()), tool.map(|t| t.developer_id.as_str()),
-                tool.map(|t| t.developer_credits));
+                tool.map(|t| t.developer_credits), i64::from(s.saving.cache_hit),
+                s.saving.credits);
         }
         let sql = insert_rows($postgres, fresh.len());
         // Batches come in four sizes (`batches`), so four statements per connection
@@ -408,6 +409,7 @@ mod tests {
             latency_ms: 0,
             now_ms: 0,
             hold_note: None,
+            saving: Default::default(),
             tool: tool.map(|(dev, slug, credits)| ToolCharge {
                 slug: slug.into(),
                 tool: "t".into(),
@@ -455,8 +457,8 @@ mod tests {
         assert_eq!(ROW_COLUMNS.split(", ").count(), ROW_BINDS);
         let pg = insert_rows(true, 16);
         assert!(pg.contains("($1, $2, "), "{pg}");
-        assert!(pg.contains(", $320)"), "{pg}");
-        assert!(!pg.contains("$321"), "{pg}");
+        assert!(pg.contains(", $352)"), "{pg}");
+        assert!(!pg.contains("$353"), "{pg}");
         assert!(
             pg.ends_with(") ON CONFLICT (request_id) DO NOTHING"),
             "{pg}"

@@ -31,7 +31,7 @@
 //! transaction on one server connection), [`breaker`] (the circuit that fails requests at once while the store is down), [`accounts`], [`keys`], [`sessions`], [`credits`] (holds and settlement, the
 //! reaper), [`leases`] (credit-lease rounds), [`usage`], [`legs`] (a resumed stream's legs), [`mcp`] (tool servers and their
 //! developers' earnings), [`orgs`] (organizations, their members and invitations), [`sso`] (their single sign-on), [`payments`] (checkouts, payment history, anonymous accounts and their
-//! assignment), [`responses`] (stored Responses API replies), [`request_log`] (each metered request's record and, where turned on, its payloads), [`payment_events`] (each Stripe webhook event applied once, in one
+//! assignment), [`responses`] (stored Responses API replies), [`request_log`] (each metered request's record and, where turned on, its payloads), [`response_cache`] (cached replies, where no Redis keeps them), [`payment_events`] (each Stripe webhook event applied once, in one
 //! transaction with its record) and [`webhooks`] (events sent to customers: endpoints, each
 //! event written once, the outbox of deliveries in order per endpoint).
 
@@ -47,6 +47,7 @@ pub mod payment_events;
 pub mod payments;
 pub mod pinned;
 pub mod request_log;
+pub mod response_cache;
 pub mod responses;
 pub mod sessions;
 pub mod sso;
@@ -55,8 +56,8 @@ pub mod usage;
 pub mod webhooks;
 
 pub use accounts::Account;
-pub use credits::{Settled, Settlement, ToolCharge};
+pub use credits::{Saving, Settled, Settlement, ToolCharge};
 pub use keys::{KeyAuth, KeyChange, KeyLimits, KeyRow, NewKey, OrgMember};
 pub use leases::{LeaseRound, LeaseSynced};
 pub use store::{Ledger, StoreError};
-pub use usage::{KeyUsage, UsageAgg, UsageRow};
+pub use usage::{KeyUsage, Savings, UsageAgg, UsageRow};

@@ -18,6 +18,10 @@ pub struct UsageRow {
     pub created_at: i64,
     /// What the credit hold decided for candidates after the first, if anything.
     pub hold_note: Option<String>,
+    /// Answered from the response cache.
+    pub cache_hit: bool,
+    /// What it saved against list price (µcr).
+    pub saved_credits: i64,
 }
 
 #[derive(Debug, Clone)]
@@ -27,6 +31,17 @@ pub struct UsageAgg {
     pub prompt_tokens: i64,
     pub completion_tokens: i64,
     pub credits: i64,
+}
+
+/// What a wallet's requests saved against list price (µcr).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Savings {
+    /// By the provider's prompt cache: cache-read tokens at the input rate less the
+    /// cache-read rate.
+    pub cache_reads: i64,
+    /// By response cache hits: their list price less their charge.
+    pub response_cache: i64,
+    pub response_cache_hits: i64,
 }
 
 /// One key's usage in an organization.
@@ -91,7 +106,7 @@ impl Ledger {
         member: Option<&str>,
         limit: i64,
     ) -> Result<Vec<UsageRow>> {
-        let sql = format!("SELECT request_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, hold_note FROM usage WHERE account_id = $1{} ORDER BY created_at DESC, request_id DESC LIMIT $2", of_member(member, 3));
+        let sql = format!("SELECT request_id, model_requested, model_used, provider, prompt_tokens, completion_tokens, credits, status, latency_ms, created_at, hold_note, cache_hit, saved_credits FROM usage WHERE account_id = $1{} ORDER BY created_at DESC, request_id DESC LIMIT $2", of_member(member, 3));
         on_pool!(self, p => {
             let mut q = sqlx::query(&sql).bind(account_id).bind(limit);
             if let Some(m) = member {
@@ -110,6 +125,8 @@ impl Ledger {
                 latency_ms: r.try_get("latency_ms")?,
                 created_at: r.try_get("created_at")?,
                 hold_note: r.try_get("hold_note")?,
+                cache_hit: r.try_get::<i64, _>("cache_hit")? != 0,
+                saved_credits: r.try_get("saved_credits")?,
             })).collect()
         })
     }
@@ -132,6 +149,35 @@ impl Ledger {
                     credits: r.try_get("cr")?,
                 },
             })).collect()
+        })
+    }
+
+    /// What the wallet's requests since `since_ms` saved (of one member's keys only when
+    /// `member` names one).
+    pub async fn savings(
+        &self,
+        account_id: &str,
+        member: Option<&str>,
+        since_ms: i64,
+    ) -> Result<Savings> {
+        let sql = format!(
+            "SELECT CAST(COALESCE(SUM(CASE WHEN cache_hit = 0 THEN saved_credits ELSE 0 END), 0) AS BIGINT) AS reads, \
+             CAST(COALESCE(SUM(CASE WHEN cache_hit <> 0 THEN saved_credits ELSE 0 END), 0) AS BIGINT) AS hits_saved, \
+             CAST(COALESCE(SUM(CASE WHEN cache_hit <> 0 THEN 1 ELSE 0 END), 0) AS BIGINT) AS hits \
+             FROM usage WHERE account_id = $1 AND created_at >= $2{}",
+            of_member(member, 3)
+        );
+        on_pool!(self, p => {
+            let mut q = sqlx::query(&sql).bind(account_id).bind(since_ms);
+            if let Some(m) = member {
+                q = q.bind(m);
+            }
+            let r = q.fetch_one(p).await?;
+            Ok(Savings {
+                cache_reads: r.try_get("reads")?,
+                response_cache: r.try_get("hits_saved")?,
+                response_cache_hits: r.try_get("hits")?,
+            })
         })
     }
 

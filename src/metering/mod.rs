@@ -247,16 +247,23 @@ pub struct Served<'a> {
     /// A resumed stream's legs: charged each at its model's rates instead of `usage` at
     /// `rates` (`usage` is then their sum).
     pub legs: Option<&'a legs::Legs>,
+    /// A response cache hit, charged this many millionths of the list price of the reply it
+    /// repeats (`usage` at `rates`).
+    pub hit: Option<u32>,
 }
 
 impl Served<'_> {
     /// What the request costs before the hold's cap: each leg at its rates for a resumed
-    /// stream, else the usage at the rates of the model used (nothing when none served).
+    /// stream, a cache hit's fraction of its list price, else the usage at the rates of the
+    /// model used (nothing when none served).
     pub fn cost(&self) -> i64 {
-        match (self.legs, &self.rates) {
-            (Some(l), _) => l.cost(),
-            (None, Some(rates)) => credits::cost_at(self.usage.saturated(), rates),
-            (None, None) => 0,
+        match (self.legs, &self.rates, self.hit) {
+            (Some(l), _, _) => l.cost(),
+            (None, Some(rates), Some(ppm)) => credits::parts_at(self.usage.saturated(), rates)
+                .scaled(ppm)
+                .total(),
+            (None, Some(rates), None) => credits::cost_at(self.usage.saturated(), rates),
+            (None, None, _) => 0,
         }
     }
 }
@@ -317,12 +324,32 @@ pub async fn settle(
         now_ms: crate::clock::now_ms(),
         hold_note: served.hold_note.map(str::to_owned),
         tool: None,
+        saving: saving(served, cost),
     };
     let written = write(meter, hold, s).await;
     if let Some(w) = written.filter(|w| w.charged < cost) {
         uncharged(meter, served.request_id, model, cost, w.charged);
     }
     written
+}
+
+/// What a request saved against list price: a cache hit its list price less its `cost`, any
+/// other what its provider's cache reads took off (a resumed stream's legs: nothing counted).
+fn saving(served: &Served<'_>, cost: i64) -> crate::ledger::Saving {
+    let (Some(rates), None) = (&served.rates, served.legs) else {
+        return crate::ledger::Saving::default();
+    };
+    let usage = served.usage.saturated();
+    match served.hit {
+        Some(_) => crate::ledger::Saving {
+            cache_hit: true,
+            credits: (credits::cost_at(usage, rates) - cost).max(0),
+        },
+        None => crate::ledger::Saving {
+            cache_hit: false,
+            credits: credits::cache_read_saving(usage, rates),
+        },
+    }
 }
 
 /// Served usage the balance could not pay: counted and logged with its request.

@@ -83,6 +83,7 @@ pub async fn settle(
         latency_ms,
         now_ms: crate::clock::now_ms(),
         hold_note: None,
+        saving: Default::default(),
         tool: Some(ToolCharge {
             slug: call.slug.to_owned(),
             tool: call.tool.to_owned(),

@@ -186,6 +186,7 @@ mod tests {
             latency_ms: 0,
             now_ms: 0,
             hold_note: None,
+            saving: Default::default(),
             tool: None,
         }
     }

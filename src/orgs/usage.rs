@@ -108,8 +108,10 @@ pub async fn usage(
                    "credits": to_credits(u.credits)})
         })
         .collect();
+    let member = (role == Role::Member).then_some(account.as_str());
+    let savings = crate::accounts::usage::savings_json(ledger.savings(org, member, since).await?);
     let body = json!({"object": "organization.usage", "organization_id": org, "days": DAYS,
-                      "by_member": by_member, "by_key": by_key});
+                      "by_member": by_member, "by_key": by_key, "savings": savings});
     respond::json(session, ctx, 200, &body, &[]).await;
     Ok(())
 }

@@ -200,6 +200,11 @@ impl Attempt<'_> {
                 .reply(wire, provider, &buf, model, &mut |_| counted)
                 .map_err(|e| failover(Failover::BadReply, e))?;
         }
+        if let Some(fill) = ctx.cache_fill.as_mut() {
+            let mut r = fill.recording();
+            r.record(&buf);
+            fill.complete(r);
+        }
         self.served(ctx, usage, counted);
         Ok(out)
     }

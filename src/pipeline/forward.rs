@@ -29,6 +29,8 @@ pub enum Reply {
     Json(Vec<u8>),
     /// Boxed: the upstream response and its peer are most of a kilobyte.
     Stream(Box<Streamed>),
+    /// A stream answered from the response cache.
+    Replay(Box<stream::Replayed>),
 }
 
 /// Tries the candidates until one serves; each attempt's `max_tokens` is what the request's

@@ -22,6 +22,8 @@ pub struct Front<'a> {
     /// What the request said of resuming a cut stream (the `X-Tollgate-Resume` header, the
     /// body's `tollgate.resume`); `None`: the config's default.
     pub resume: Option<bool>,
+    /// What the request said of the response cache (the default: a door that never caches).
+    pub cache: crate::response_cache::Ask<'a>,
 }
 
 /// What a front door adds to the internal chat request it is served as. `Sync`: the

@@ -6,12 +6,14 @@
 //! front door) → resolve the model → route candidates → credit hold (the request's charge) →
 //! forward ([`forward`]: one [`attempt`] per candidate and endpoint, streams in [`stream`], a
 //! cut stream continued in [`resume`], each returning what it served; the door translates the
-//! reply, from the chat translations of [`translate`]) → settle, once → answer ([`settle_and_answer`]). A request that fails
+//! reply, from the chat translations of [`translate`]; a request the response cache has is
+//! answered from it instead, by [`cached`]) → settle, once → answer ([`settle_and_answer`]). A request that fails
 //! anywhere after the hold is settled too (at zero cost when no output was produced), so every
 //! held request ends with exactly one usage row.
 
 pub mod attempt;
 pub mod breakpoints;
+pub mod cached;
 pub mod cut;
 pub mod forward;
 pub mod front;
@@ -80,6 +82,9 @@ pub async fn serve(
     if let Some(n) = resolution.notice {
         ctx.set_header("Deprecation", format!("@{}", n.deprecated_at));
         ctx.set_header("Sunset", http_date(n.retires_at));
+    }
+    if let Some(reply) = cached::look_up(shared, &rt, (session, ctx), caller, req, &front).await? {
+        return Ok(reply);
     }
     let resume = resumes(&rt, caller, resolution.target, req, &front);
     let f = forward::Forward {

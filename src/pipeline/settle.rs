@@ -6,7 +6,7 @@
 //! [`Charge`]: crate::metering::charge::Charge
 
 use tollgate_filters::cost::{add_to_usage, Cost, Spelling};
-use tollgate_filters::credits::format_credits;
+use tollgate_filters::credits::{format_credits, parts_at};
 use tollgate_filters::GatewayError;
 
 use super::forward::Reply;
@@ -39,6 +39,7 @@ pub async fn settle(ctx: &mut RequestCtx, meter: &Meter<'_>) {
         latency_ms: ctx.start.elapsed().as_millis() as i64,
         hold_note: None,
         legs: ctx.resumed.as_ref(),
+        hit: ctx.cache_hit,
     };
     let began = std::time::Instant::now();
     let written = charge.settle(meter, served).await;
@@ -69,6 +70,7 @@ pub async fn settle_and_answer(
     if ctx.metered.is_some() {
         settle(ctx, &shared.meter()?).await;
     }
+    super::cached::store(shared, ctx);
     let cost = settled_cost(ctx);
     match result? {
         Reply::Json(mut body) => {
@@ -84,6 +86,7 @@ pub async fn settle_and_answer(
             respond::send(session, ctx, 200, "application/json", body, &[]).await;
         }
         Reply::Stream(s) => stream::close(*s, shared, session, ctx, cost.as_ref()).await,
+        Reply::Replay(r) => stream::close_replayed(*r, session, ctx, cost.as_ref()).await,
     }
     Ok(())
 }
@@ -101,5 +104,12 @@ fn settled_cost(ctx: &RequestCtx) -> Option<Cost> {
         });
     }
     let served = ctx.served.as_ref()?;
+    if let Some(ppm) = ctx.cache_hit {
+        // A cache hit's parts are its fraction of the list price, as its charge is.
+        return Some(Cost {
+            charged: written.charged,
+            parts: parts_at(served.usage.saturated(), &served.rates).scaled(ppm),
+        });
+    }
     Some(Cost::new(written.charged, served.usage, &served.rates))
 }

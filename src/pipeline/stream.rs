@@ -31,6 +31,7 @@ use super::tokenize::off_thread;
 use crate::metering::legs::Legs;
 use crate::request::ctx::RequestCtx;
 use crate::request::respond;
+use crate::response_cache::Recording;
 use crate::runtime::Shared;
 use crate::upstream::failover::{check_status, failover, AttemptError, Failover};
 use crate::upstream::wire::Response;
@@ -53,6 +54,8 @@ pub struct Relay {
     pub failure: Option<Broke>,
     /// How long one write to the client may wait (`timeouts.client_write`).
     pub write_limit: Duration,
+    /// The upstream's bytes as they came, for the response cache (a miss being filled).
+    pub recording: Option<Recording>,
 }
 
 /// How a streaming attempt ended: served up to its closing events, or cut after its commit
@@ -78,6 +81,30 @@ pub struct Streamed {
     /// The whole reply as one object, for a client format that keeps it (a Responses
     /// stream's final response object).
     pub object: Option<serde_json::Value>,
+}
+
+/// A stream answered from the response cache (`cached.rs`), sent up to its closing events,
+/// which wait for the settlement as a live stream's do.
+pub struct Replayed {
+    /// What writes the closing events; `None`: the client is gone.
+    pub rewriter: Option<Box<dyn StreamTranslator>>,
+    pub usage: Usage,
+    pub write_limit: Duration,
+}
+
+/// A replayed stream's closing events, with its `cost` in their usage.
+pub async fn close_replayed(
+    r: Replayed,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    cost: Option<&Cost>,
+) {
+    if let Some(mut rewriter) = r.rewriter {
+        let tail = rewriter.close(r.usage, cost);
+        if !send(session, Bytes::from(tail), true, r.write_limit).await {
+            ctx.client_gone = true;
+        }
+    }
 }
 
 /// `resume`: the request opted in to resuming a cut stream (its translator is built to).
@@ -159,6 +186,7 @@ async fn open(
         gone: false,
         failure: None,
         write_limit: timeouts.client_write,
+        recording: ctx.cache_fill.as_ref().map(|f| f.recording()),
     };
     let pending = first_output(&mut r, timeouts).await?;
     Ok((r, pending))
@@ -187,6 +215,9 @@ pub async fn first_output(
                 "upstream closed the stream before any output",
             ));
         };
+        if let Some(rec) = &mut r.recording {
+            rec.record(&piece);
+        }
         r.decoder
             .push(&piece, &mut r.events)
             .map_err(|e| failover(Failover::BadReply, e))?;
@@ -256,7 +287,12 @@ pub async fn relay(r: &mut Relay, a: &Attempt<'_>, session: &mut Session) {
         )
         .await;
         let piece = match piece {
-            Ok(Some(p)) => p,
+            Ok(Some(p)) => {
+                if let Some(rec) = &mut r.recording {
+                    rec.record(&p);
+                }
+                p
+            }
             Ok(None) => {
                 if !r.rewriter.finished() {
                     r.failure = Some(Broke::Closed);
@@ -335,6 +371,11 @@ pub enum Tally {
 /// Phase 4: what the stream used and how it ended; its closing events wait for [`close`]. A
 /// resumed stream's usage is its legs' summed, each leg charged at its rates.
 pub async fn finish(mut r: Relay, a: &Attempt<'_>, ctx: &mut RequestCtx, tally: Tally) -> Streamed {
+    // Only a whole reply of one upstream is cached: never a cut or resumed stream.
+    let whole = matches!(tally, Tally::Alone) && r.failure.is_none() && r.done && !r.gone;
+    if let (true, Some(rec), Some(fill)) = (whole, r.recording.take(), ctx.cache_fill.as_mut()) {
+        fill.complete(rec);
+    }
     let mut legs = match tally {
         Tally::Alone => None,
         Tally::Last(mut legs) => {

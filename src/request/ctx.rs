@@ -98,6 +98,12 @@ pub struct RequestCtx {
     pub payloads: Option<Box<Payloads>>,
     /// Its place in a trace: the client's or one started here (`telemetry::context`).
     pub trace: TraceCtx,
+    /// Answered from the response cache: charged this many millionths of the list price of
+    /// the reply it repeats.
+    pub cache_hit: Option<u32>,
+    /// A response cache miss whose reply is recorded to be stored (boxed: most requests have
+    /// none).
+    pub cache_fill: Option<Box<crate::response_cache::Fill>>,
 }
 
 static REQUEST_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -142,6 +148,8 @@ impl RequestCtx {
             key: None,
             payloads: None,
             trace: TraceCtx::default(),
+            cache_hit: None,
+            cache_fill: None,
         }
     }
 

@@ -8,7 +8,8 @@ use crate::metrics::Metrics;
 use crate::request::ctx::RequestCtx;
 
 pub fn observe(m: &Metrics, ctx: &RequestCtx) {
-    if let Some(d) = &ctx.served {
+    // A response cache hit used no provider: its replay's speed and tokens are not the model's.
+    if let (Some(d), None) = (&ctx.served, ctx.cache_hit) {
         let labels = [d.model.as_str(), d.provider.as_str()];
         let usage = ctx.resumed.as_ref().map_or(d.usage, |l| l.usage());
         let end = Instant::now();

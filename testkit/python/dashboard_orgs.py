@@ -215,6 +215,8 @@ def journey(browser):
     cells = row.locator("td").all_inner_texts()
     check(cells[1].strip() == "1", f"the member's usage row: {cells}")
     check("member-key" in owner.inner_text("#org-usage"), "the key is not in the usage per key")
+    saved = owner.inner_text("#org-usage-saved")
+    check(saved.startswith("Saved by caching: 0 credits") and "0 response cache hits" in saved, f"savings: {saved!r}")
     check(owner.get_attribute("#org-usage-csv", "href").endswith(f"/api/v1/orgs/{org}/usage?format=csv"), "no CSV link")
     check(MEMBER in owner.inner_text("#org-members"), "the member is not listed")
     check(owner.input_value("#org-models-form input[name=allowed_models]") == MODEL, "the allowlist is not shown")

@@ -95,6 +95,20 @@ def journey_a_sign_up_use_and_buy_pro(browser):
     with open(dl.value.path(), encoding="utf-8") as f:
         csv = f.read()
     check(csv.startswith("time_utc,request_id,model_requested") and f",{MODEL},{MODEL}," in csv, f"CSV: {csv!r}")
+    # The same question twice through the response cache: the second is a free hit, and the
+    # page shows what it saved.
+    ask = {"model": MODEL, "messages": [{"role": "user", "content": "Cache this answer"}]}
+    cache = {"Authorization": f"Bearer {key}", "X-Tollgate-Cache": "on"}
+    status, first, _ = http("POST", "/v1/chat/completions", ask, cache)
+    check(status == 200, f"cached chat: {status} {first}")
+    status, second, _ = http("POST", "/v1/chat/completions", ask, cache)
+    check(status == 200 and cost_micros(second["usage"]) == cost_micros(first["usage"]), f"hit: {second}")
+    nav(page, "Overview")
+    nav(page, "Usage")
+    saved = page.inner_text("#usage-saved")
+    check(credits_text(cost_micros(first["usage"])) in saved and "1 response cache hits" in saved, f"saved: {saved!r}")
+    check(page.locator("#recent tbody tr").first.locator(".cache-hit").count() == 1, "the hit is not marked")
+    cost += cost_micros(first["usage"])  # what the account has spent: the miss (the hit was free)
     shoot(page, "usage")
 
     # Buy pro: Stripe's (fake) page, the signed webhook, back to the dashboard.

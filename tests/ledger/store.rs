@@ -75,6 +75,7 @@ async fn lease_rounds_are_idempotent_and_survive_a_reaped_lease() {
                 latency_ms: 1,
                 now_ms: 1,
                 hold_note: None,
+                saving: Default::default(),
                 tool: None,
             },
             0,
@@ -279,6 +280,7 @@ async fn a_retried_settlement_is_written_once_and_a_cancelled_hold_refunded_once
         latency_ms: 1,
         now_ms: 1,
         hold_note: None,
+        saving: Default::default(),
         tool: None,
     };
     let first = ledger.settle_once(&s).await.unwrap().unwrap();

@@ -57,6 +57,8 @@ pub fn header_value(v: &str) -> Result<bool, GatewayError> {
 pub struct Extension {
     /// `tollgate.resume`, when set.
     pub resume: Option<bool>,
+    /// `tollgate.cache` (the exact response cache), when set.
+    pub cache: Option<bool>,
     /// The body without the extension, as it goes on.
     pub body: Vec<u8>,
 }
@@ -80,17 +82,23 @@ pub fn take_extension(raw: &[u8]) -> Result<Option<Extension>, GatewayError> {
             "tollgate: must be an object, e.g. {\"resume\": true}",
         ));
     };
-    let mut resume = None;
+    let (mut resume, mut cache) = (None, None);
     for (k, v) in options {
-        match (k.as_str(), v) {
-            ("resume", Value::Bool(b)) => resume = Some(*b),
-            ("resume", Value::Null) => {}
-            ("resume", _) => {
-                return Err(GatewayError::invalid("tollgate.resume: must be a boolean"))
-            }
+        let slot = match k.as_str() {
+            "resume" => &mut resume,
+            "cache" => &mut cache,
             _ => {
                 return Err(GatewayError::invalid(format!(
-                    "tollgate.{k}: unknown option; the options are: resume"
+                    "tollgate.{k}: unknown option; the options are: resume, cache"
+                )))
+            }
+        };
+        match v {
+            Value::Bool(b) => *slot = Some(*b),
+            Value::Null => {}
+            _ => {
+                return Err(GatewayError::invalid(format!(
+                    "tollgate.{k}: must be a boolean"
                 )))
             }
         }
@@ -107,7 +115,11 @@ pub fn take_extension(raw: &[u8]) -> Result<Option<Extension>, GatewayError> {
         body.extend_from_slice(v.get().as_bytes());
     }
     body.push(b'}');
-    Ok(Some(Extension { resume, body }))
+    Ok(Some(Extension {
+        resume,
+        cache,
+        body,
+    }))
 }
 
 fn messages(body: &mut Value) -> Result<&mut Vec<Value>, String> {

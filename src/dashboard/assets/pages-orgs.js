@@ -283,7 +283,7 @@
     return { el: h('section', { class: 'card', id: 'org-models-section' }, h('h2', { text: 'Models' }), status, form) };
   }
 
-  // Usage: 30 days per member and per key (a member sees its own), and the CSV.
+  // Usage: 30 days per member and per key (a member sees its own), what caching saved, and the CSV.
   function usageSection(page) {
     const body = h('div', { id: 'org-usage' }, TG.loading());
     const csv = h('a', { href: `${orgPath(page.id)}/usage?format=csv`, download: `${page.id}-usage.csv`, id: 'org-usage-csv', class: 'button-link', text: 'Download CSV' });
@@ -298,7 +298,11 @@
         const m = members.find((x) => x.account_id === id);
         return m && m.email ? TG.str(m.email) : TG.str(id) || '—';
       };
+      const saved = res.data.savings && typeof res.data.savings === 'object' ? res.data.savings : {};
       TG.replace(body,
+        h('p', { id: 'org-usage-saved', text: `Saved by caching: ${TG.credits(saved.total)} credits (`
+          + `${TG.credits(saved.response_cache)} by ${TG.int(saved.response_cache_hits)} response cache hits, `
+          + `${TG.credits(saved.cache_reads)} by prompt cache reads).` }),
         h('h3', { text: 'Per member' }),
         TG.table('Usage per member', ['Member', { num: 'Requests' }, { num: 'Input tokens' }, { num: 'Output tokens' }, { num: 'Credits' }],
           members.map((m) => h('tr', { class: 'usage-member', 'data-email': TG.str(m.email) },

@@ -1,5 +1,6 @@
-// Tollgate dashboard, usage: credits per day (a chart), per model, the recent requests with what
-// each cost, and a CSV export made in the browser.
+// Tollgate dashboard, usage: credits per day (a chart), per model, what caching saved, the recent
+// requests with what each cost (a response cache hit marked), and a CSV export made in the
+// browser.
 (function () {
   'use strict';
   const TG = window.TG;
@@ -47,6 +48,9 @@
     const recent = TG.arr(res.data.recent).filter((r) => r && typeof r === 'object');
     const total = byDay.reduce((s, r) => s + (TG.num(r.credits) || 0), 0);
     const requests = byDay.reduce((s, r) => s + (TG.num(r.requests) || 0), 0);
+    const savings = res.data.savings && typeof res.data.savings === 'object' ? res.data.savings : {};
+    const savedNote = `${TG.credits(savings.response_cache)} by ${TG.int(savings.response_cache_hits)} response cache hits, `
+      + `${TG.credits(savings.cache_reads)} by prompt cache reads`;
     const points = TG.perDay(byDay.map((r) => ({ day: r.day, value: TG.num(r.credits) || 0 })), 30);
 
     const exportButton = h('button', { type: 'button', class: 'secondary', id: 'export-csv', text: 'Export CSV' });
@@ -63,7 +67,8 @@
     TG.add(view, 
       h('div', { class: 'stats' },
         TG.stat('Credits, last 30 days', TG.credits(total), null, 'usage-total'),
-        TG.stat('Requests, last 30 days', TG.int(requests), null, 'usage-requests')),
+        TG.stat('Requests, last 30 days', TG.int(requests), null, 'usage-requests'),
+        TG.stat('Saved by caching, last 30 days', TG.credits(savings.total), savedNote, 'usage-saved')),
       h('section', { class: 'card', id: 'usage-chart' },
         h('h2', { text: 'Credits per day' }),
         TG.barChart(points, 'Credits', 'usage-chart-svg'),
@@ -79,7 +84,8 @@
           recent.map((r) => h('tr', { 'data-request-id': TG.str(r.request_id) },
             h('td', { class: 'nowrap', text: TG.time(r.created_at) }),
             h('td', {}, h('code', { text: TG.str(r.model_requested) || '—' })),
-            h('td', {}, h('code', { text: TG.str(r.model_used) || '—' }), r.hold_note ? h('div', { class: 'hint', text: TG.str(r.hold_note) }) : null),
+            h('td', {}, h('code', { text: TG.str(r.model_used) || '—' }), r.hold_note ? h('div', { class: 'hint', text: TG.str(r.hold_note) }) : null,
+              r.cache_hit === true ? h('div', { class: 'cache-hit' }, TG.badge('response cache hit', 'live')) : null),
             h('td', { class: 'num', text: `${TG.int(r.prompt_tokens)} / ${TG.int(r.completion_tokens)}` }),
             h('td', { class: 'num credits', text: TG.credits(r.credits) }),
             h('td', {}, statusBadge(r.status)),

@@ -59,7 +59,7 @@ async fn pipeline(
     let raw = body::read_within(session, &rt.config).await?;
     crate::request_log::capture::request(ctx, caller, &rt.config, &raw);
     // The body's `tollgate` extension is the gateway's, not a Responses field.
-    let (resume, raw) = super::without_extension(session, raw)?;
+    let (opt, raw) = super::without_extension(session, raw)?;
     let mut req = parse_responses_request(&raw)?;
     ctx.model_requested = Some(req.model.clone());
     let account = caller.account_id();
@@ -97,9 +97,11 @@ async fn pipeline(
         history: &history,
         kept: Default::default(),
     };
+    // Not cached: a stored response and its chain are written by the request itself.
     let front = Front {
         door: &door,
-        resume,
+        resume: opt.resume,
+        cache: Default::default(),
     };
     // The attempt wrote the reply as a response object (`door.rs`), or streamed it.
     let reply = serve(shared, session, ctx, caller, &chat, front)
@@ -107,6 +109,7 @@ async fn pipeline(
         .map_err(in_responses_terms)?;
     let (reply, object) = match reply {
         Reply::Json(bytes) => (Reply::Json(bytes), door.take_kept()),
+        Reply::Replay(r) => (Reply::Replay(r), None),
         Reply::Stream(mut s) => {
             let object = s.object.take();
             (Reply::Stream(s), object)

@@ -39,6 +39,7 @@ fn settlement(cost: i64) -> Settlement {
         latency_ms: 1,
         now_ms: 0,
         hold_note: None,
+        saving: Default::default(),
         tool: None,
     }
 }
