@@ -33,7 +33,9 @@
 # client connections, RSS after the 500 streams), measured right after its rows in the first
 # table, against nginx and the lean floor (benches/targets.sh; about 2.5 minutes more); then what
 # tracing costs: chat through Tollgate on SQLite with traces off, on at the default sample_ratio
-# and on at 1.0, exporting to a sink, interleaved (benches/tracing.sh; about 4 minutes more).
+# and on at 1.0, exporting to a sink, interleaved (benches/tracing.sh; about 4 minutes more);
+# then the caching levers: plain, sticky and response-cache-hit chat, in-process and with Redis
+# counters, interleaved (benches/caching.sh; about 5 minutes more).
 # Loopback only; bounded.
 # LOADGEN=oha runs (a) and (b) with oha instead of our tollgate-bench (built once into the target
 # dir when missing), for the figures a benchmarker would get; the 500 streams stay on ours (the
@@ -49,6 +51,8 @@ RPS=${RPS:-1000} RATE_SECS=${RATE_SECS:-15} MAX_SECS=${MAX_SECS:-10} STREAMS=${S
 . benches/targets.sh
 # shellcheck source=benches/tracing.sh
 . benches/tracing.sh
+# shellcheck source=benches/caching.sh
+. benches/caching.sh
 bench_setup
 start_fakes 50 10
 start_nginx
@@ -333,3 +337,4 @@ for r in cs:
 PY
 t31_table "$results"
 tracing_rows
+caching_rows

@@ -1,5 +1,5 @@
 //! `[response_cache]`: how long a cached reply is kept, how large one and all may be, and what
-//! a hit is charged (README, "Response cache").
+//! a hit is charged (docs/caching.md, "Response cache").
 
 use std::time::Duration;
 

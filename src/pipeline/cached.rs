@@ -1,4 +1,4 @@
-//! The response cache on the pipeline (README, "Response cache"): after the hold, a request
+//! The response cache on the pipeline (docs/caching.md, "Response cache"): after the hold, a request
 //! that opted in is looked up; a hit is answered from the stored upstream reply through its
 //! door's own translation (the same body, or the same stream events, with the hit's own cost)
 //! and settled at the configured fraction of its list price, with no upstream call. A miss

@@ -1,4 +1,4 @@
-//! The exact response cache (README, "Response cache"; DESIGN.md: a response cache is scoped to
+//! The exact response cache (docs/caching.md, "Response cache"; DESIGN.md: a response cache is scoped to
 //! one wallet, opt-in, and a hit is a usage row marked as such).
 //!
 //! A request opts in with `X-Tollgate-Cache: on` or its body's `tollgate.cache`, or its key's
