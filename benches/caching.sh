@@ -4,7 +4,7 @@
 # conversation named by `x-session-id`: its key hashed, its affinity read and written
 # in-process); answered from the response cache (every request a hit: no provider call, the hold
 # and a usage row); and on a second instance with Redis counters, plain and sticky (the affinity
-# read from Redis on the request path, written off it). p50/p99 at a fixed rate, then max rps and
+# read from Redis on the request path, written off it) and a hit (the entry in Redis). p50/p99 at a fixed rate, then max rps and
 # the proxy's CPU per request on 64 connections; interleaved for ROUNDS rounds (default 3) so
 # that the machine's drift falls on all alike. Goals: sticky's CPU per request within 5 % of
 # plain on the same instance; a hit's CPU and latency below a provider call's.
@@ -16,14 +16,19 @@ caching_rows() {
   local TG7=127.0.0.1:19117 redis_rows=()
   if redis-cli -h 127.0.0.1 ping 2>/dev/null | grep -q PONG; then
     start_tollgate tg_cache_redis "$TG7" "sqlite://$work/cache-redis.db" "redis://127.0.0.1:6379"
-    redis_rows=("redis-plain|$TG7|$tg_cache_redis_key|" "redis-sticky|$TG7|$tg_cache_redis_key|sticky")
+    redis_rows=("redis-plain|$TG7|$tg_cache_redis_key|" "redis-sticky|$TG7|$tg_cache_redis_key|sticky"
+                "redis-cache-hit|$TG7|$tg_cache_redis_key|hit")
   else
     echo "caching: Redis does not answer on 127.0.0.1:6379; the Redis rows are left out" >&2
   fi
-  # Fill the response cache once, so that every request of the hit row is a hit.
-  "$BENCH" body --model bench | curl -sf "http://$TG1/v1/chat/completions" \
-    -H "Authorization: Bearer $tg_sqlite_key" -H 'X-Tollgate-Cache: on' \
-    -H 'Content-Type: application/json' --data-binary @- >/dev/null
+  # Fill each response cache once (the ledger's; Redis's), so that every request of a hit row
+  # is a hit.
+  local fill
+  for fill in "$TG1|$tg_sqlite_key" ${redis_rows:+"$TG7|$tg_cache_redis_key"}; do
+    "$BENCH" body --model bench | curl -sf "http://${fill%%|*}/v1/chat/completions" \
+      -H "Authorization: Bearer ${fill#*|}" -H 'X-Tollgate-Cache: on' \
+      -H 'Content-Type: application/json' --data-binary @- >/dev/null
+  done
   local out="$work/caching.jsonl" round name addr key what url hdr
   for round in $(seq 1 "${ROUNDS:-3}"); do
     for t in "sqlite-plain|$TG1|$tg_sqlite_key|" "sqlite-sticky|$TG1|$tg_sqlite_key|sticky" \
@@ -44,12 +49,13 @@ import json, sys
 from statistics import median
 rows = [json.loads(l) for l in open(sys.argv[1])]
 base = {"sqlite-plain": "sqlite-plain", "sqlite-sticky": "sqlite-plain", "sqlite-cache-hit": "sqlite-plain",
-        "redis-plain": "redis-plain", "redis-sticky": "redis-plain"}
+        "redis-plain": "redis-plain", "redis-sticky": "redis-plain", "redis-cache-hit": "redis-plain"}
 label = {"sqlite-plain": "SQLite, in-process: plain (a provider call)",
          "sqlite-sticky": "SQLite, in-process: sticky (x-session-id)",
          "sqlite-cache-hit": "SQLite, in-process: response cache hit",
          "redis-plain": "SQLite, Redis counters: plain",
-         "redis-sticky": "SQLite, Redis counters: sticky (affinity in Redis)"}
+         "redis-sticky": "SQLite, Redis counters: sticky (affinity in Redis)",
+         "redis-cache-hit": "SQLite, Redis counters: response cache hit (entry in Redis)"}
 def cpu(r): return r["max"]["cpu_us"] / max(r["max"].get("requests", 0), 1)
 by = {(r["name"], r["round"]): r for r in rows}
 rounds = sorted({r["round"] for r in rows})
