@@ -16,8 +16,7 @@ caching_rows() {
   local TG7=127.0.0.1:19117 redis_rows=()
   if redis-cli -h 127.0.0.1 ping 2>/dev/null | grep -q PONG; then
     start_tollgate tg_cache_redis "$TG7" "sqlite://$work/cache-redis.db" "redis://127.0.0.1:6379"
-    redis_rows=("redis-plain|$TG7|$tg_cache_redis_key|" "redis-sticky|$TG7|$tg_cache_redis_key|sticky"
-                "redis-cache-hit|$TG7|$tg_cache_redis_key|hit")
+    redis_rows=(on)
   else
     echo "caching: Redis does not answer on 127.0.0.1:6379; the Redis rows are left out" >&2
   fi
@@ -29,52 +28,21 @@ caching_rows() {
       -H "Authorization: Bearer ${fill#*|}" -H 'X-Tollgate-Cache: on' \
       -H 'Content-Type: application/json' --data-binary @- >/dev/null
   done
-  local out="$work/caching.jsonl" round name addr key what url hdr
-  for round in $(seq 1 "${ROUNDS:-3}"); do
-    for t in "sqlite-plain|$TG1|$tg_sqlite_key|" "sqlite-sticky|$TG1|$tg_sqlite_key|sticky" \
-             "sqlite-cache-hit|$TG1|$tg_sqlite_key|hit" "${redis_rows[@]}"; do
-      IFS='|' read -r name addr key what <<<"$t"
-      url="http://$addr/v1/chat/completions"
-      hdr=(--header "Authorization: Bearer $key")
-      [ "$what" = sticky ] && hdr+=(--header "x-session-id: bench-conversation")
-      [ "$what" = hit ] && hdr+=(--header "X-Tollgate-Cache: on")
-      echo "== caching round $round: $name" >&2
-      rate=$(loadgen rate "$url" "$RATE_SECS" 64 "$RPS" --model bench "${hdr[@]}")
-      max=$(measure "$name" loadgen max "$url" "$MAX_SECS" 64 "$RPS" --model bench "${hdr[@]}")
-      echo "{\"name\":\"$name\",\"round\":$round,\"rate\":$rate,\"max\":$max}" >> "$out"
-    done
-  done
-  python3 - "$out" <<'PY'
-import json, sys
-from statistics import median
-rows = [json.loads(l) for l in open(sys.argv[1])]
-base = {"sqlite-plain": "sqlite-plain", "sqlite-sticky": "sqlite-plain", "sqlite-cache-hit": "sqlite-plain",
-        "redis-plain": "redis-plain", "redis-sticky": "redis-plain", "redis-cache-hit": "redis-plain"}
-label = {"sqlite-plain": "SQLite, in-process: plain (a provider call)",
-         "sqlite-sticky": "SQLite, in-process: sticky (x-session-id)",
-         "sqlite-cache-hit": "SQLite, in-process: response cache hit",
-         "redis-plain": "SQLite, Redis counters: plain",
-         "redis-sticky": "SQLite, Redis counters: sticky (affinity in Redis)",
-         "redis-cache-hit": "SQLite, Redis counters: response cache hit (entry in Redis)"}
-def cpu(r): return r["max"]["cpu_us"] / max(r["max"].get("requests", 0), 1)
-by = {(r["name"], r["round"]): r for r in rows}
-rounds = sorted({r["round"] for r in rows})
-print()
-print("| chat JSON | p50 / p99 µs @rate (median) | max rps @64 conns (median) | CPU µs/req (median) | × its plain row (median of rounds) | errors |")
-print("|---|---|---|---|---|---|")
-for n in label:
-    rs = [by[(n, k)] for k in rounds if (n, k) in by]
-    if not rs:
-        continue
-    ratio = median(cpu(by[(n, k)]) / cpu(by[(base[n], k)]) for k in rounds if (n, k) in by)
-    p50 = median(r["rate"]["p50_us"] for r in rs)
-    p99 = median(r["rate"]["p99_us"] for r in rs)
-    rps = median(r["max"]["rps"] for r in rs)
-    errors = sum(r["rate"]["errors"] + r["max"]["errors"] for r in rs)
-    print(f'| {label[n]} | {p50:.0f} / {p99:.0f} | {rps:.0f} | {median(cpu(r) for r in rs):.1f} | {ratio:.3f}× | {errors} |')
-print()
-print("goals: sticky's CPU per request ≤ 1.05× its plain row's; a cache hit's below a provider call's")
-PY
+  local a1="Authorization: Bearer $tg_sqlite_key" a7="Authorization: Bearer ${tg_cache_redis_key:-}"
+  local sticky="x-session-id: bench-conversation" hit="X-Tollgate-Cache: on" targets
+  targets=("sqlite-plain|$TG1|$a1" "sqlite-sticky|$TG1|$a1;$sticky" "sqlite-cache-hit|$TG1|$a1;$hit")
+  if [ ${#redis_rows[@]} -gt 0 ]; then
+    targets+=("redis-plain|$TG7|$a7" "redis-sticky|$TG7|$a7;$sticky" "redis-cache-hit|$TG7|$a7;$hit")
+  fi
+  interleaved_rows caching "$work/caching.jsonl" "${targets[@]}"
+  interleaved_table "$work/caching.jsonl" '[
+    ["sqlite-plain", "SQLite, in-process: plain (a provider call)", "sqlite-plain"],
+    ["sqlite-sticky", "SQLite, in-process: sticky (x-session-id)", "sqlite-plain"],
+    ["sqlite-cache-hit", "SQLite, in-process: response cache hit", "sqlite-plain"],
+    ["redis-plain", "SQLite, Redis counters: plain", "redis-plain"],
+    ["redis-sticky", "SQLite, Redis counters: sticky (affinity in Redis)", "redis-plain"],
+    ["redis-cache-hit", "SQLite, Redis counters: response cache hit (entry in Redis)", "redis-plain"]]' \
+    "chat JSON" "goals: sticky's CPU per request ≤ 1.05× its plain row's; a cache hit's below a provider call's"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

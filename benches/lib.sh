@@ -240,6 +240,9 @@ proxy_pids() { # target name
     tollgate-traced-default) echo "${tg_traced_default_pid:-}" ;;
     tollgate-traced-all) echo "${tg_traced_all_pid:-}" ;;
     tollgate-no-request-log) echo "${tg_no_log_pid:-}" ;;
+    # benches/caching.sh's rows: tg_sqlite's, and its instance with Redis counters.
+    sqlite-*) echo "${tg_sqlite_pid:-}" ;;
+    redis-*) echo "${tg_cache_redis_pid:-}" ;;
   esac
 }
 
@@ -362,5 +365,56 @@ while True:
 print(json.dumps({"conns": count, "opened": len(socks), "before_kb": before, "open_kb": held,
     "after_kb": after, "kb_each": round(grown / max(len(socks), 1), 1), "returned": returned,
     "settle_s": round(time.monotonic() - began, 2)}, separators=(",", ":")))
+PY
+}
+
+# Runs chat completions (JSON) against each target in turn, for ROUNDS rounds (default 3) so
+# that the machine's drift falls on all of them alike: p50/p99 at a fixed rate, then max rps and
+# the proxy's CPU per request on 64 connections, one JSON line per target and round in OUT.
+# A target: "name|address|header;header…" (its headers, the key's Authorization among them).
+interleaved_rows() { # what OUT target…
+  local what=$1 out=$2 round t name addr hdrs h url; shift 2
+  for round in $(seq 1 "${ROUNDS:-3}"); do
+    for t in "$@"; do
+      IFS='|' read -r name addr hdrs <<<"$t"
+      local args=(--model bench)
+      IFS=';' read -ra hs <<<"$hdrs"
+      for h in "${hs[@]}"; do args+=(--header "$h"); done
+      url="http://$addr/v1/chat/completions"
+      echo "== $what round $round: $name" >&2
+      rate=$(loadgen rate "$url" "$RATE_SECS" 64 "$RPS" "${args[@]}")
+      max=$(measure "$name" loadgen max "$url" "$MAX_SECS" 64 "$RPS" "${args[@]}")
+      echo "{\"name\":\"$name\",\"round\":$round,\"rate\":$rate,\"max\":$max}" >> "$out"
+    done
+  done
+}
+
+# The table of interleaved_rows' OUT: each target's medians and its CPU per request against its
+# base target's in the same round (the median of the rounds). ROWS: a JSON list of
+# [name, label, base name]; TITLE heads the first column; GOAL is printed under the table.
+interleaved_table() { # OUT ROWS TITLE GOAL
+  python3 - "$@" <<'PY'
+import json, sys
+from statistics import median
+out, spec, title, goal = sys.argv[1:5]
+rows = [json.loads(l) for l in open(out)]
+def cpu(r): return r["max"]["cpu_us"] / max(r["max"].get("requests", 0), 1)
+by = {(r["name"], r["round"]): r for r in rows}
+rounds = sorted({r["round"] for r in rows})
+print()
+print(f"| {title} | p50 / p99 µs @rate (median) | max rps @64 conns (median) | CPU µs/req (median) | × its base (median of rounds) | errors |")
+print("|---|---|---|---|---|---|")
+for name, label, base in json.loads(spec):
+    rs = [by[(name, k)] for k in rounds if (name, k) in by]
+    if not rs:
+        continue
+    ratio = median(cpu(by[(name, k)]) / cpu(by[(base, k)]) for k in rounds if (name, k) in by and (base, k) in by)
+    p50 = median(r["rate"]["p50_us"] for r in rs)
+    p99 = median(r["rate"]["p99_us"] for r in rs)
+    rps = median(r["max"]["rps"] for r in rs)
+    errors = sum(r["rate"]["errors"] + r["max"]["errors"] for r in rs)
+    print(f'| {label} | {p50:.0f} / {p99:.0f} | {rps:.0f} | {median(cpu(r) for r in rs):.1f} | {ratio:.3f}× | {errors} |')
+print()
+print(goal)
 PY
 }

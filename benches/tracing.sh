@@ -24,41 +24,17 @@ otlp_endpoint = \"http://$SINK/v1/traces\""
 sample_ratio = 1.0" start_tollgate tg_traced_all "$TG4" "sqlite://$work/traced-all.db" ""
   TG_EXTRA_TOML="[telemetry.request_log]
 enabled = false" start_tollgate tg_no_log "$TG6" "sqlite://$work/no-log.db" ""
-  local out="$work/tracing.jsonl" round name addr key url
-  for round in $(seq 1 "${ROUNDS:-3}"); do
-    for t in "tollgate-sqlite|$TG1|$tg_sqlite_key" "tollgate-traced-default|$TG5|$tg_traced_default_key" "tollgate-traced-all|$TG4|$tg_traced_all_key" "tollgate-no-request-log|$TG6|$tg_no_log_key"; do
-      IFS='|' read -r name addr key <<<"$t"
-      url="http://$addr/v1/chat/completions"
-      echo "== tracing round $round: $name" >&2
-      rate=$(loadgen rate "$url" "$RATE_SECS" 64 "$RPS" --model bench --header "Authorization: Bearer $key")
-      max=$(measure "$name" loadgen max "$url" "$MAX_SECS" 64 "$RPS" --model bench --header "Authorization: Bearer $key")
-      echo "{\"name\":\"$name\",\"round\":$round,\"rate\":$rate,\"max\":$max}" >> "$out"
-    done
-  done
-  python3 - "$out" <<'PY'
-import json, sys
-from statistics import median
-rows = [json.loads(l) for l in open(sys.argv[1])]
-names = ["tollgate-sqlite", "tollgate-traced-default", "tollgate-traced-all", "tollgate-no-request-log"]
-label = {"tollgate-sqlite": "traces off (request log on: the default)", "tollgate-traced-default": "traces on, sample_ratio 0.1 (default)", "tollgate-traced-all": "traces on, sample_ratio 1.0", "tollgate-no-request-log": "traces off, request log off"}
-def cpu(r): return r["max"]["cpu_us"] / max(r["max"].get("requests", 0), 1)
-# Per round, each target's CPU against the untraced one's of the same round.
-by = {(r["name"], r["round"]): r for r in rows}
-rounds = sorted({r["round"] for r in rows})
-print()
-print("| chat JSON, tollgate-sqlite | p50 / p99 µs @rate (median) | max rps @64 conns (median) | CPU µs/req (median) | × traces off (median of rounds) | errors |")
-print("|---|---|---|---|---|---|")
-for n in names:
-    rs = [by[(n, k)] for k in rounds if (n, k) in by]
-    ratio = median(cpu(by[(n, k)]) / cpu(by[("tollgate-sqlite", k)]) for k in rounds if (n, k) in by)
-    p50 = median(r["rate"]["p50_us"] for r in rs)
-    p99 = median(r["rate"]["p99_us"] for r in rs)
-    rps = median(r["max"]["rps"] for r in rs)
-    errors = sum(r["rate"]["errors"] + r["max"]["errors"] for r in rs)
-    print(f'| {label[n]} | {p50:.0f} / {p99:.0f} | {rps:.0f} | {median(cpu(r) for r in rs):.1f} | {ratio:.3f}× | {errors} |')
-print()
-print("goal: CPU per request at the default sample_ratio within 5 % of traces off (≤ 1.05×)")
-PY
+  interleaved_rows tracing "$work/tracing.jsonl" \
+    "tollgate-sqlite|$TG1|Authorization: Bearer $tg_sqlite_key" \
+    "tollgate-traced-default|$TG5|Authorization: Bearer $tg_traced_default_key" \
+    "tollgate-traced-all|$TG4|Authorization: Bearer $tg_traced_all_key" \
+    "tollgate-no-request-log|$TG6|Authorization: Bearer $tg_no_log_key"
+  interleaved_table "$work/tracing.jsonl" '[
+    ["tollgate-sqlite", "traces off (request log on: the default)", "tollgate-sqlite"],
+    ["tollgate-traced-default", "traces on, sample_ratio 0.1 (default)", "tollgate-sqlite"],
+    ["tollgate-traced-all", "traces on, sample_ratio 1.0", "tollgate-sqlite"],
+    ["tollgate-no-request-log", "traces off, request log off", "tollgate-sqlite"]]' \
+    "chat JSON, tollgate-sqlite" "goal: CPU per request at the default sample_ratio within 5 % of traces off (≤ 1.05×)"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
