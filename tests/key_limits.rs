@@ -230,12 +230,22 @@ async fn three_in_flight_of_twenty_streams_and_every_slot_comes_back() {
         return skip("an instance killed mid-stream needs a second instance sharing Redis: TOLLGATE_TEST_REDIS_URL is not set");
     }
     let other = gw.second(tollgate_bin!(), &cfg).await;
+    let before = fake.chat_count();
     let mut streams = Vec::new();
     for _ in 0..3 {
         let (addr, key) = (other.addr, key.clone());
         streams.push(tokio::spawn(async move { chat_at(addr, &key, true).await }));
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // All three admitted and streaming (the provider has them), however slowly a loaded machine
+    // starts the second instance's first requests: a fixed pause was not always enough in CI.
+    let started = Instant::now();
+    while fake.chat_count() < before + 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the three streams never reached the provider"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     chat_at(gw.addr, &key, false)
         .await
         .error(429, "rate_limit_exceeded");
