@@ -234,16 +234,31 @@ async fn three_in_flight_of_twenty_streams_and_every_slot_comes_back() {
     let mut streams = Vec::new();
     for _ in 0..3 {
         let (addr, key) = (other.addr, key.clone());
-        streams.push(tokio::spawn(async move { chat_at(addr, &key, true).await }));
+        streams.push(tokio::spawn(async move {
+            // A slot of a vanished client above may still be held (until it is noticed, or its
+            // TTL): a stream refused for it asks again, as a client told to retry would.
+            let until = Instant::now() + Duration::from_secs(8);
+            loop {
+                let r = chat_at(addr, &key, true).await;
+                if r.status != 429 || Instant::now() > until {
+                    return r;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }));
     }
     // All three admitted and streaming (the provider has them), however slowly a loaded machine
     // starts the second instance's first requests: a fixed pause was not always enough in CI.
     let started = Instant::now();
     while fake.chat_count() < before + 3 {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the three streams never reached the provider"
-        );
+        if started.elapsed() > Duration::from_secs(12) {
+            let mut seen = Vec::new();
+            for s in streams.iter_mut().filter(|s| s.is_finished()) {
+                let r = s.await.unwrap();
+                seen.push(format!("{} {}", r.status, r.text()));
+            }
+            panic!("the three streams never reached the provider: {seen:?}");
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     chat_at(gw.addr, &key, false)
